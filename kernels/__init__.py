@@ -1,0 +1,1 @@
+"""gdn-ucache kernels: float64 ReplaySSM oracle and the CuTe-DSL verify+flush kernel."""

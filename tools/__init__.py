@@ -1,0 +1,1 @@
+"""Project tooling for gdn-ucache (not shipped into vLLM)."""
