@@ -44,8 +44,13 @@ class SeriesState:
 
 def require_vllm(layout: Layout) -> Path:
     repo = layout.vllm_dir
-    if not is_repo(repo) or rev_parse(repo, "HEAD") is None and not any(
-        branch_exists(repo, b) for b in (SERIES_BRANCH, base_branch_for(layout.pinned_version()))
+    if (
+        not is_repo(repo)
+        or rev_parse(repo, "HEAD") is None
+        and not any(
+            branch_exists(repo, b)
+            for b in (SERIES_BRANCH, base_branch_for(layout.pinned_version()))
+        )
     ):
         raise SeriesError(
             f"{repo} is not populated; run scripts/setup.sh (or scripts/populate-vllm.sh) first"
@@ -79,7 +84,7 @@ def series_state(layout: Layout, base: str | None = None) -> SeriesState:
             )
         commits = commits_between(repo, base, tip)
     applied = 0
-    for commit, patch in zip(commits, patches):
+    for commit, patch in zip(commits, patches, strict=False):
         if patch_id_of_commit(repo, commit) != patch_id_of_text(repo, parse_patch(patch).diff):
             break
         applied += 1
@@ -99,11 +104,18 @@ def _backup_branch(repo: Path) -> str:
     return name
 
 
+_FAILED_FILE_PREFIXES = (
+    "error: patch failed: ",
+    "error: ",
+    "CONFLICT (content): Merge conflict in ",
+)
+
+
 def _conflict_report(repo: Path, am_output: str) -> list[str]:
     files = git_out(repo, "diff", "--name-only", "--diff-filter=U").splitlines()
     if not files:
         for line in am_output.splitlines():
-            for prefix in ("error: patch failed: ", "error: ", "CONFLICT (content): Merge conflict in "):
+            for prefix in _FAILED_FILE_PREFIXES:
                 if line.startswith(prefix) and ":" in line[len(prefix) :]:
                     candidate = line[len(prefix) :].split(":")[0].strip()
                     if candidate and " " not in candidate:
@@ -216,7 +228,8 @@ def check_series(layout: Layout) -> list[CheckLine]:
                 failed = True
                 continue
             path = str(patch.resolve())
-            if git(repo, "apply", "--cached", "--check", path, env=env, check=False).returncode == 0:
+            clean = git(repo, "apply", "--cached", "--check", path, env=env, check=False)
+            if clean.returncode == 0:
                 git(repo, "apply", "--cached", path, env=env)
                 lines.append(CheckLine(patch.name, "applies cleanly"))
                 continue
@@ -225,9 +238,7 @@ def check_series(layout: Layout) -> list[CheckLine]:
                 lines.append(CheckLine(patch.name, "applies with 3-way merge"))
                 continue
             conflicted = git(repo, "diff", "--cached", "--name-only", "--diff-filter=U", env=env)
-            files = sorted(set(conflicted.stdout.split())) or _conflict_report(
-                repo, merged.stderr
-            )
+            files = sorted(set(conflicted.stdout.split())) or _conflict_report(repo, merged.stderr)
             lines.append(CheckLine(patch.name, "fails", "conflicts in " + ", ".join(files)))
             failed = True
     return lines

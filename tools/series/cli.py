@@ -42,6 +42,46 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from tools.series.export import export_series
+
+    export_series(default_layout(args.root))
+    return 0
+
+
+def _cmd_rebase(args: argparse.Namespace) -> int:
+    from tools.series import rebase
+
+    layout = default_layout(args.root)
+    if args.abort:
+        return rebase.abort_rebase(layout)
+    if args.continue_:
+        return rebase.continue_rebase(layout)
+    if not args.target:
+        raise SeriesError("give REF|VERSION (e.g. 0.34.0 or origin/main), --continue or --abort")
+    return rebase.rebase_series(layout, args.target, source=args.source)
+
+
+def _cmd_check_patches(args: argparse.Namespace) -> int:
+    from tools.series.check import check_patches
+
+    return check_patches(default_layout(args.root), against_branch=args.branch)
+
+
+def _cmd_changed_files(args: argparse.Namespace) -> int:
+    from tools.series.apply import require_vllm
+    from tools.series.export import series_base
+    from tools.series.gitutil import git_out
+
+    layout = default_layout(args.root)
+    repo = require_vllm(layout)
+    base = series_base(layout, repo)
+    listed = git_out(repo, "diff", "--name-only", "--diff-filter=d", base, "--")
+    for name in listed.splitlines():
+        print(name)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.series", description=__doc__)
     # The scripts/*.sh wrappers set SERIES_PROG so --help names the script the user ran.
@@ -98,6 +138,64 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="with --target: report, write nothing"
     )
     apply.set_defaults(func=_cmd_apply)
+
+    export = commands.add_parser(
+        "export",
+        prog=wrapper,
+        help="regenerate patches/ from branch gdn-ucache",
+        description="Regenerate patches/*.patch and patches/series from the commits of branch "
+        "gdn-ucache in vllm/ (base..gdn-ucache), deterministically: no commit hashes, dates "
+        "or version signatures; names from subjects; order in patches/series.",
+    )
+    export.set_defaults(func=_cmd_export)
+
+    rebase = commands.add_parser(
+        "rebase",
+        prog=wrapper,
+        help="move the series onto another vLLM base (git ref or release version)",
+        description="Move the series onto REF (a git ref in vllm/, fetched from origin if "
+        "needed) or VERSION (a vLLM release, imported like the pinned one), patch by patch. "
+        "Stops at the first conflict with patches/ untouched; on success prints git "
+        "range-diff old vs new, refreshes patches/ and (for a release) vllm.pin.",
+    )
+    rebase.add_argument("target", nargs="?", metavar="REF|VERSION")
+    rebase.add_argument(
+        "--source",
+        choices=("auto", "git", "sdist"),
+        default="auto",
+        help="for VERSION: import from git (tag vVERSION) or the PyPI sdist (default: auto)",
+    )
+    rebase.add_argument(
+        "--continue",
+        dest="continue_",
+        action="store_true",
+        help="go on after resolving a conflict (git am --continue first)",
+    )
+    rebase.add_argument("--abort", action="store_true", help="drop a stopped rebase")
+    rebase.set_defaults(func=_cmd_rebase)
+
+    check = commands.add_parser(
+        "check-patches",
+        prog=wrapper,
+        help="verify the patch conventions of patches/README.md",
+        description="Verify every patch: format-patch output from scripts/export.sh, "
+        "'[Tag] Title' subject, a why-paragraph, Upstream-PR:, Drop-when: and Signed-off-by: "
+        "trailers; and that patches/series lists exactly the patch files.",
+    )
+    check.add_argument(
+        "--branch",
+        action="store_true",
+        help="also require patches/ to equal a fresh export of branch gdn-ucache "
+        "(ignoring index lines and @@ line numbers)",
+    )
+    check.set_defaults(func=_cmd_check_patches)
+
+    changed = commands.add_parser(
+        "changed-files",
+        prog=wrapper,
+        help="list the files the series changes (base..work tree of vllm/)",
+    )
+    changed.set_defaults(func=_cmd_changed_files)
     return parser
 
 

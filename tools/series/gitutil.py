@@ -18,7 +18,6 @@ _PINNED_CONFIG = (
     "diff.noprefix=false",
     "diff.mnemonicPrefix=false",
     "diff.relative=false",
-    "diff.orderFile=",
     "format.signature=",
     "format.numbered=auto",
     "am.threeWay=false",
@@ -118,7 +117,9 @@ def commits_between(repo: Path, base: str, tip: str) -> list[str]:
     for line in out.splitlines():
         fields = line.split()
         if len(fields) > 2:
-            raise SeriesError(f"{fields[0][:12]} in {base}..{tip} is a merge; the series must be linear")
+            raise SeriesError(
+                f"{fields[0][:12]} in {base}..{tip} is a merge; the series must be linear"
+            )
         commits.append(fields[0])
     return commits
 
