@@ -124,8 +124,19 @@ def _conflict_report(repo: Path, am_output: str) -> list[str]:
     return sorted(set(files))
 
 
+def validate_patch(patch: Path) -> None:
+    """Raise SeriesError naming the file if it is not a well-formed format-patch file."""
+    from tools.series.target import parse_diff
+
+    parse_diff(parse_patch(patch).diff, patch.name, allow_binary=True)
+
+
 def am_one(repo: Path, patch: Path) -> tuple[bool, str]:
-    """``git am -3 -k`` one patch; on failure return (False, git's output) with am stopped."""
+    """``git am -3 -k`` one patch; on failure return (False, git's output) with am stopped.
+
+    A corrupt file raises SeriesError before git am starts, so nothing is left half-done.
+    """
+    validate_patch(patch)
     result = git(repo, "am", "--3way", "--keep", "--quiet", str(patch.resolve()), check=False)
     return result.returncode == 0, (result.stdout + result.stderr)
 
@@ -172,7 +183,6 @@ def apply_series(layout: Layout, reset: bool = False) -> int:
         if number <= state.applied:
             print(f"[{number}/{total}] {patch.name}: already applied")
             continue
-        parse_patch(patch)  # a corrupt file is reported by name before git am sees it
         ok, output = am_one(repo, patch)
         if not ok:
             files = _conflict_report(repo, output)
@@ -222,7 +232,7 @@ def check_series(layout: Layout) -> list[CheckLine]:
                 lines.append(CheckLine(patch.name, "blocked", "an earlier patch fails"))
                 continue
             try:
-                parse_patch(patch)
+                validate_patch(patch)
             except SeriesError as exc:
                 lines.append(CheckLine(patch.name, "fails", str(exc)))
                 failed = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from pathlib import Path
@@ -28,9 +29,22 @@ _PINNED_CONFIG = (
 )
 
 
+@functools.cache
+def _fallback_identity() -> dict[str, str]:
+    """A committer for git am on machines without user.name/user.email (fresh CI hosts)."""
+    probe = subprocess.run(
+        ["git", "var", "GIT_COMMITTER_IDENT"], capture_output=True, text=True, check=False
+    )
+    if probe.returncode == 0:
+        return {}
+    return {"GIT_COMMITTER_NAME": "gdn-ucache", "GIT_COMMITTER_EMAIL": "series@gdn-ucache.invalid"}
+
+
 def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.update({"LC_ALL": "C", "LANG": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat"})
+    for key, value in _fallback_identity().items():
+        env.setdefault(key, value)
     for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
         env.pop(key, None)
     if extra:
@@ -54,6 +68,7 @@ def git(
     try:
         result = subprocess.run(
             command,
+            check=False,
             capture_output=True,
             text=True,
             env=git_env(env),

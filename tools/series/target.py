@@ -49,8 +49,11 @@ class FileDiff:
     hunks: list[Hunk] = field(default_factory=list)
 
 
-def parse_diff(text: str, source: str) -> list[FileDiff]:
-    """Parse git's unified diff into files and hunks; raise SeriesError on anything odd."""
+def parse_diff(text: str, source: str, allow_binary: bool = False) -> list[FileDiff]:
+    """Parse git's unified diff into files and hunks; raise SeriesError on anything odd.
+
+    allow_binary: accept (and skip) binary changes, for validation before git am.
+    """
     files: list[FileDiff] = []
     lines = text.split("\n")
     i = 0
@@ -75,7 +78,7 @@ def parse_diff(text: str, source: str) -> list[FileDiff]:
                 current.is_deleted = True
             elif header.startswith("new mode "):
                 current.new_mode = header.split()[-1]
-            elif header.startswith(("GIT binary patch", "Binary files ")):
+            elif header.startswith(("GIT binary patch", "Binary files ")) and not allow_binary:
                 raise SeriesError(
                     f"{source}: binary change to {current.path} cannot be applied to a target"
                 )
