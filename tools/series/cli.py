@@ -68,18 +68,10 @@ def _cmd_check_patches(args: argparse.Namespace) -> int:
     return check_patches(default_layout(args.root), against_branch=args.branch)
 
 
-def _cmd_changed_files(args: argparse.Namespace) -> int:
-    from tools.series.apply import require_vllm
-    from tools.series.export import series_base
-    from tools.series.gitutil import git_out
+def _cmd_lint_vllm(args: argparse.Namespace) -> int:
+    from tools.series.lint import lint_vllm
 
-    layout = default_layout(args.root)
-    repo = require_vllm(layout)
-    base = series_base(layout, repo)
-    listed = git_out(repo, "diff", "--name-only", "--diff-filter=d", base, "--")
-    for name in listed.splitlines():
-        print(name)
-    return 0
+    return lint_vllm(default_layout(args.root), files=args.files, fix=args.fix)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -190,12 +182,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(func=_cmd_check_patches)
 
-    changed = commands.add_parser(
-        "changed-files",
+    lint = commands.add_parser(
+        "lint-vllm",
         prog=wrapper,
-        help="list the files the series changes (base..work tree of vllm/)",
+        help="run vLLM's own checks on the files the series changes",
+        description="Run vLLM's ruff check, ruff format, typos, SPDX-header and "
+        "forbidden-imports checks (vLLM's config and pinned versions, from PyPI wheels in a "
+        "cached venv) inside vllm/ on the files changed between the base and the work tree.",
     )
-    changed.set_defaults(func=_cmd_changed_files)
+    lint.add_argument(
+        "files", nargs="*", help="files inside vllm/ (default: all the series changes)"
+    )
+    lint.add_argument(
+        "--fix", action="store_true", help="let ruff fix/format and add missing SPDX headers"
+    )
+    lint.set_defaults(func=_cmd_lint_vllm)
     return parser
 
 
