@@ -11,6 +11,8 @@ Stages (one file each, flash-linear-attention style):
   backends.py    registry: oracle, flashinfer, ours, triton_vllm
 """
 
+from kernels.reference.arms import ARMS, KERNEL_ARMS, DtypeArm, get_arm
+from kernels.reference.backends import BACKENDS, KERNEL_BACKENDS, Backend, KernelHandle, get_backend
 from kernels.reference.gating import (
     EPS,
     TokenInputs,
@@ -19,6 +21,7 @@ from kernels.reference.gating import (
     l2_normalize,
     prepare_tokens,
 )
+from kernels.reference.harness import ConformanceHarness, HarnessConfig, RunReport, StepReport
 from kernels.reference.recurrence import RecurrenceResult, recurrent_gated_delta_rule
 from kernels.reference.replay import (
     RING_MASK,
@@ -37,8 +40,25 @@ from kernels.reference.replay import (
     verify_flush_token_by_token,
     window_slots,
 )
+from kernels.reference.tolerances import TOLERANCES, Tolerance, tolerance_for
 
 __all__ = [
+    "ARMS",
+    "BACKENDS",
+    "KERNEL_ARMS",
+    "KERNEL_BACKENDS",
+    "TOLERANCES",
+    "Backend",
+    "ConformanceHarness",
+    "DtypeArm",
+    "HarnessConfig",
+    "KernelHandle",
+    "RunReport",
+    "StepReport",
+    "Tolerance",
+    "get_arm",
+    "get_backend",
+    "tolerance_for",
     "EPS",
     "RING_MASK",
     "RING_SLOTS",

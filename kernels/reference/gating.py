@@ -92,7 +92,7 @@ def prepare_tokens(
     dt_bias: torch.Tensor,
     scale: float | None = None,
 ) -> TokenInputs:
-    """Kernel inputs (q, k [B,T,H,K]; v [B,T,HV,V]; a, b [B,T,HV]; A_log, dt_bias [HV]) -> TokenInputs.
+    """Kernel inputs to TokenInputs: q, k [B,T,H,K]; v [B,T,HV,V]; a, b [B,T,HV]; A_log/dt_bias [HV]
 
     `scale` defaults to 1/sqrt(K) as in the kernel contract.
     """

@@ -1,11 +1,11 @@
-"""Stage 3: the ReplaySSM ring state and one verify(+flush) step, in float64 (kernel-spec 1.7, 2.2-2.6).
+"""Stage 3: the ReplaySSM ring state and one verify(+flush) step, float64 (kernel-spec 1.7, 2.2-6).
 
 Per request (pool slot s, value head hv, key head i_h = hv // (HV // H)):
   checkpoint  pool[s, hv]                     [V, K]   state dtype
   k ring      k_cache[s, i_h, 32, K]          ring dtype (one row per KEY head)
   u ring      u_cache[s, hv, 32, V]           ring dtype
   g ring      g_cache[s, hv, 32]              float32
-  cursors     hist_len[b] = P in [0, 16], cache_base[b] = base in [0, 32), request-keyed (batch row b)
+  cursors     hist_len[b] = P in [0, 16], cache_base[b] = base in [0, 32); request-keyed (row b)
 
 Logical window row j < P lives at physical row (base + j) & 31 and holds k_hat_j, u_j and
 G_j = sum_{i<=j} g_i (cumulative log-decay since the checkpoint; "cumulative" g-ring format).
@@ -40,15 +40,16 @@ GRingFormat = Literal["cumulative", "per_token"]
 
 
 def default_flush_min(num_tokens: int) -> int:
-    """Lazy flush threshold W_RING - T + 1: flush exactly when [P, P+T) would overflow the window."""
+    """Lazy flush threshold W_RING - T + 1: flush exactly when [P, P+T) would overflow."""
     return W_RING - num_tokens + 1
 
 
 def check_flush_min(flush_min: int, num_tokens: int) -> None:
-    """Raise ValueError unless 1 <= flush_min <= W_RING - T + 1 (so every verify row has P + T <= 16)."""
+    """ValueError unless 1 <= flush_min <= W_RING - T + 1 (every verify row has P + T <= 16)."""
     if not 1 <= flush_min <= default_flush_min(num_tokens):
         raise ValueError(
-            f"flush_min={flush_min} must lie in [1, {default_flush_min(num_tokens)}] for T={num_tokens}"
+            f"flush_min={flush_min} must lie in [1, {default_flush_min(num_tokens)}] "
+            f"for T={num_tokens}"
         )
 
 
@@ -94,7 +95,7 @@ def gather_window(
     hist_len: torch.Tensor,
     g_ring_format: GRingFormat = "cumulative",
 ) -> RingWindow:
-    """Read the live window of pool slots `slots` [B] (all >= 0) with cursors `cache_base`, `hist_len`."""
+    """Read the live window of pool slots `slots` [B] (all >= 0) at cursors cache_base, hist_len."""
     slots = slots.long()
     num_k_heads, num_v_heads = k_cache.shape[1], u_cache.shape[1]
     head_map = value_to_key_head(num_v_heads, num_k_heads, k_cache.device)
@@ -136,7 +137,7 @@ def reconstruct_state(checkpoint: torch.Tensor, window: RingWindow) -> torch.Ten
 
 
 def project_history(checkpoint: torch.Tensor, window: RingWindow, x: torch.Tensor) -> torch.Tensor:
-    """S_hist x without forming S_hist (kernel-spec 2.3 step 1). x: [B, T, HV, K] -> [B, T, HV, V]."""
+    """S_hist x without forming S_hist (kernel-spec 2.3 step 1): x [B,T,HV,K] -> [B,T,HV,V]."""
     w = decay_weights(window)
     from_checkpoint = torch.einsum("bhvk,bthk->bthv", checkpoint.double(), x)
     scores = torch.einsum("bhjk,bthk->bthj", window.k, x) * w[:, None]
@@ -149,7 +150,8 @@ class StepResult:
     """Everything one verify(+flush) step produces for B live rows, float64.
 
     y, u: [B, T, HV, V]; k_append: [B, T, H, K]; g_append: [B, T, HV] (in the ring's g format);
-    flush: [B] bool (P >= flush_min); state_hist: [B, HV, V, K] (S_hist, the folded checkpoint on flush rows).
+    flush: [B] bool (P >= flush_min); state_hist: [B, HV, V, K] (S_hist: the folded checkpoint
+    on flush rows).
     """
 
     y: torch.Tensor
@@ -182,7 +184,8 @@ def verify_flush_closed_form(
     gamma_s = sum_{i<=s} g_i; Gamma_sr = exp(gamma_s - gamma_r) (r <= s, from differences, never
     exp(gamma_s) * exp(-gamma_r), so strong decay gives 0 and not inf * 0);
     R = v - exp(gamma) S_hist k_hat; U = (I + diag(beta) L)^-1 diag(beta) R with
-    L_sr = Gamma_sr (k_s . k_r) for r < s; y_s = exp(gamma_s) S_hist q_hat_s + sum_{r<=s} Gamma_sr (q_s . k_r) u_r.
+    L_sr = Gamma_sr (k_s . k_r) for r < s;
+    y_s = exp(gamma_s) S_hist q_hat_s + sum_{r<=s} Gamma_sr (q_s . k_r) u_r.
     """
     T = tokens.num_tokens
     gamma = torch.cumsum(tokens.g, dim=1).permute(0, 2, 1)  # [B, HV, T]
@@ -226,7 +229,7 @@ def verify_flush_token_by_token(
     flush_min: int,
     g_ring_format: GRingFormat = "cumulative",
 ) -> StepResult:
-    """The same step by forming S_hist and running the plain recurrence: the cross-check of the closed form."""
+    """The same step via S_hist and the plain recurrence: the cross-check of the closed form."""
     state_hist = reconstruct_state(checkpoint, window)
     rec = recurrent_gated_delta_rule(state_hist, tokens)
     flush = window.hist_len >= flush_min
@@ -311,7 +314,8 @@ def gated_delta_rule_mtp_ucache_flush(
     *,
     g_ring_format: GRingFormat = "cumulative",
 ) -> torch.Tensor:
-    """The float64 oracle behind the exact `gated_delta_rule_mtp_ucache_flush` keyword contract (kernel-spec 1.3).
+    """The float64 oracle behind the exact `gated_delta_rule_mtp_ucache_flush` keyword contract
+    (kernel-spec 1.3).
 
     Any device, any storage dtypes: everything is computed in float64 and rounded once when
     written into the caller's tensors. T may be 1..8 (the kernels support a subset). Pad rows
