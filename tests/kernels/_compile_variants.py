@@ -1,0 +1,35 @@
+"""Compile kernel variants for a GPU arch on a machine without a GPU; print one JSON line.
+
+Run in a subprocess (the CuTe-DSL environment is read when cutlass is imported):
+    CUTE_DSL_ARCH=sm_90a CUTE_DSL_KEEP=ptx CUTE_DSL_DUMP_DIR=DIR \
+        python tests/kernels/_compile_variants.py '[[T, H, HV, BV, io, st, ring, sr], ...]'
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch  # noqa: E402
+
+from kernels import gdn_ucache_flush as kmod  # noqa: E402
+
+_DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def main() -> None:
+    variants = json.loads(sys.argv[1])
+    timings = []
+    for T, H, HV, BV, io, st, ring, sr in variants:
+        t0 = time.time()
+        kmod.compile_variant(T, H, HV, BV, _DT[io], _DT[st], _DT[ring], bool(sr))
+        timings.append(round(time.time() - t0, 2))
+    print(json.dumps({"compile_s": timings}))
+
+
+if __name__ == "__main__":
+    main()

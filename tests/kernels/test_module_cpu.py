@@ -1,0 +1,220 @@
+"""CPU checks of kernels/gdn_ucache_flush.py: module identity, validation, and sm_90a compilation.
+
+No GPU needed. The compile test cross-compiles kernel variants with CuTe-DSL (CUTE_DSL_ARCH=sm_90a /
+sm_100a) and checks that the PTX keeps to SM100-portable instructions (mma.sync, no wgmma/tcgen05).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+KERNEL = REPO / "kernels" / "gdn_ucache_flush.py"
+
+
+def _load(env: dict[str, str], name: str):
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        spec = importlib.util.spec_from_file_location(name, KERNEL)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def kmod():
+    return _load({"GDN_UCACHE_STATE_DTYPE": "", "GDN_UCACHE_RING_DTYPE": ""}, "gdnu_cpu_bf16")
+
+
+def test_ring_slots_line_and_constants(kmod) -> None:
+    src = KERNEL.read_text()
+    found = re.findall(r"^RING_SLOTS(?:\s*:\s*\w+)?\s*=\s*(\d+)", src, flags=re.M)
+    assert found == ["32"], "vLLM's init-time scan needs a column-0 `RING_SLOTS = 32` line"
+    assert (kmod.K_DIM, kmod.V_DIM_C, kmod.W_RING, kmod.RING_SLOTS, kmod.RING_MASK) == (
+        128,
+        128,
+        16,
+        32,
+        31,
+    )
+    assert set(kmod.__all__) == {
+        "gated_delta_rule_mtp_ucache_flush",
+        "GdnDecodeUCacheFlushKernel",
+        "K_DIM",
+        "V_DIM_C",
+        "W_RING",
+        "RING_SLOTS",
+        "RING_MASK",
+    }
+    assert kmod.IO_TORCH == kmod.ST_TORCH == kmod.RING_TORCH == torch.bfloat16
+    assert kmod.SUPPORTED_T == (2, 3, 4, 5, 6, 7, 8)
+
+
+def test_import_is_self_contained() -> None:
+    # loadable by path with nothing of the project on sys.path
+    code = (
+        "import importlib.util, sys; "
+        f"s = importlib.util.spec_from_file_location('m', {str(KERNEL)!r}); "
+        "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); "
+        "print(m.RING_SLOTS, m.IO_TORCH, m.ST_TORCH, m.RING_TORCH)"
+    )
+    env = dict(os.environ, GDN_UCACHE_STATE_DTYPE="fp16", GDN_UCACHE_RING_DTYPE="fp16")
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd="/", env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["32", "torch.bfloat16", "torch.float16", "torch.float16"]
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"GDN_UCACHE_IO_DTYPE": "fp32"},
+        {"GDN_UCACHE_STATE_DTYPE": "fp8"},
+        {"GDN_UCACHE_IO_DTYPE": "fp16", "GDN_UCACHE_STATE_DTYPE": "bf16"},
+        {"GDN_UCACHE_IO_DTYPE": "fp16", "GDN_UCACHE_RING_DTYPE": "bf16"},
+    ],
+)
+def test_bad_dtype_env_raises_at_import(env: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="GDN_UCACHE_"):
+        _load(env, "gdnu_bad")
+
+
+def _args(kmod, B=3, T=4, H=2, HV=4, pool=5, io=torch.bfloat16, st=None, ring=None):
+    st = st or kmod.ST_TORCH
+    ring = ring or kmod.RING_TORCH
+    return dict(
+        A_log=torch.zeros(HV),
+        a=torch.zeros(B, T, HV, dtype=io),
+        dt_bias=torch.zeros(HV),
+        q=torch.randn(B, T, H, 128).to(io),
+        k=torch.randn(B, T, H, 128).to(io),
+        v=torch.randn(B, T, HV, 128).to(io),
+        b=torch.zeros(B, T, HV, dtype=io),
+        initial_state_source=torch.zeros(pool, HV, 128, 128, dtype=st),
+        initial_state_indices=torch.arange(B, dtype=torch.int32),
+        k_cache=torch.zeros(pool, H, 32, 128, dtype=ring),
+        u_cache=torch.zeros(pool, HV, 32, 128, dtype=ring),
+        g_cache=torch.zeros(pool, HV, 32),
+        hist_len=torch.zeros(B, dtype=torch.int32),
+        cache_base=torch.zeros(B, dtype=torch.int32),
+    )
+
+
+def test_validation_messages(kmod) -> None:
+    f = kmod.gated_delta_rule_mtp_ucache_flush
+    with pytest.raises(AssertionError, match="IO dtype"):
+        f(
+            **_args(kmod, io=torch.float16)
+            | {"initial_state_source": torch.zeros(5, 4, 128, 128, dtype=torch.bfloat16)}
+        )
+    with pytest.raises(AssertionError, match="GDN_UCACHE_STATE_DTYPE"):
+        f(**_args(kmod, st=torch.float16))
+    with pytest.raises(AssertionError, match="GDN_UCACHE_RING_DTYPE"):
+        f(**_args(kmod, ring=torch.float16))
+    for T in (1, 9):
+        with pytest.raises(NotImplementedError, match=f"T={T}"):
+            f(**_args(kmod, T=T))
+    for fm in (0, 14):
+        with pytest.raises(AssertionError, match="flush_min"):
+            f(**_args(kmod), flush_min=fm)
+    with pytest.raises(NotImplementedError, match="recovery_steps"):
+        f(**_args(kmod), recovery_steps=1)
+    with pytest.raises(NotImplementedError, match="intermediate_states_buffer"):
+        f(**_args(kmod), intermediate_states_buffer=torch.zeros(1))
+    with pytest.raises(AssertionError, match="softplus_beta"):
+        f(**_args(kmod), softplus_beta=2.0)
+    with pytest.raises(AssertionError, match="int32"):
+        f(**_args(kmod) | {"hist_len": torch.zeros(3, dtype=torch.int64)})
+    with pytest.raises(AssertionError, match="k_cache must be"):
+        f(**_args(kmod) | {"k_cache": torch.zeros(5, 2, 16, 128, dtype=torch.bfloat16)})
+    with pytest.raises(NotImplementedError, match="inner dims must be dense"):
+        f(
+            **_args(kmod)
+            | {"u_cache": torch.zeros(5, 4, 128, 32, dtype=torch.bfloat16).transpose(2, 3)}
+        )
+    with pytest.raises(ValueError, match="CUDA"):
+        f(**_args(kmod))  # every check passed: only the device is wrong
+
+
+def test_standalone_commit_guards(kmod) -> None:
+    f = kmod.gated_delta_rule_mtp_ucache_flush
+    with pytest.raises(ValueError, match="caller-owned cache_base"):
+        f(**_args(kmod) | {"cache_base": None})
+    with pytest.raises(AssertionError, match="contiguous"):
+        f(**_args(kmod) | {"cache_base": torch.zeros(6, dtype=torch.int32)[::2]})
+    with pytest.raises(AssertionError, match="hist_len out of legal range"):
+        f(**_args(kmod) | {"hist_len": torch.tensor([0, 17, 3], dtype=torch.int32)})
+    with pytest.raises(AssertionError, match="cache_base out of legal range"):
+        f(**_args(kmod) | {"cache_base": torch.tensor([0, 32, 3], dtype=torch.int32)})
+    # restart_hist_on_flush=False: cache_base=None is allowed (reaches the device check)
+    with pytest.raises(ValueError, match="CUDA"):
+        f(**_args(kmod) | {"cache_base": None}, restart_hist_on_flush=False)
+
+
+# Every T at the default-size BV, every BV, every dtype arm, stochastic rounding; one sm_100a build.
+_VARIANTS_90 = (
+    [[T, 16, 32, 64, "bf16", "fp16", "fp16", 0] for T in range(2, 9)]
+    + [[4, 16, 32, bv, "bf16", "fp16", "fp16", 0] for bv in (16, 32, 128)]
+    + [[4, 16, 64, 128, "bf16", "bf16", "bf16", 0], [4, 16, 48, 128, "fp16", "fp16", "fp16", 0]]
+    + [[8, 16, 32, 128, "bf16", "bf16", "bf16", 1], [4, 16, 32, 128, "bf16", "fp16", "fp16", 1]]
+)
+
+
+def _compile(arch: str, variants: list, tmp_path: Path) -> tuple[list[float], str]:
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("nvidia-cutlass-dsl (module `cutlass`) is not installed")
+    env = dict(os.environ, CUTE_DSL_ARCH=arch, CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(tmp_path))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tests" / "kernels" / "_compile_variants.py"),
+            json.dumps(variants),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr)[-3000:]
+        if "libcuda" in tail or "no CUDA" in tail.lower():
+            pytest.skip(f"CuTe-DSL cannot compile without a GPU here: {tail[-300:]}")
+        raise AssertionError(f"compile for {arch} failed:\n{tail}")
+    timings = json.loads(proc.stdout.strip().splitlines()[-1])["compile_s"]
+    ptx = "\n".join(p.read_text() for p in tmp_path.glob("*.ptx"))
+    return timings, ptx
+
+
+def _portable(ptx: str) -> None:
+    assert "mma.sync.aligned.m16n8k16" in ptx
+    for banned in ("wgmma", "tcgen05", "setmaxnreg"):
+        assert banned not in ptx, f"{banned} in the PTX: not portable between SM90 and SM100"
+
+
+def test_compile_sm90a_variants(tmp_path: Path) -> None:
+    timings, ptx = _compile("sm_90a", _VARIANTS_90, tmp_path)
+    assert len(timings) == len(_VARIANTS_90)
+    assert len(list(tmp_path.glob("*.ptx"))) >= 1
+    _portable(ptx)
+    print(f"sm_90a compile seconds per variant: {timings}")
+
+
+def test_compile_sm100a(tmp_path: Path) -> None:
+    timings, ptx = _compile("sm_100a", [[4, 16, 32, 64, "bf16", "fp16", "fp16", 0]], tmp_path)
+    _portable(ptx)

@@ -1,0 +1,123 @@
+"""Conformance of our CuTe-DSL kernel (kernels/gdn_ucache_flush.py) against the float64 oracle.
+
+Runs the multi-step harness of kernels/reference (fresh random inputs, poisoned outputs and stale
+ring rows, invariants of kernel-spec 2.9) on every dtype arm and layout. Needs CUDA + CuTe-DSL;
+skips with the reason elsewhere. Results of a run can be written as JSON with GDN_CONFORMANCE_OUT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels.reference.backends import get_backend
+from kernels.reference.harness import ConformanceHarness, HarnessConfig
+
+_OURS = get_backend("ours")
+_OK, _WHY = _OURS.available()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _OK, reason=f"ours unavailable: {_WHY}")]
+_REPORTS: list[dict] = []
+
+
+def _run(arm: str, layout: str = "compact", **cfg: object) -> None:
+    handle = _OURS.load(arm, layout)
+    config = HarnessConfig(layout=layout, **cfg)  # type: ignore[arg-type]
+    report = ConformanceHarness(handle, config).run()
+    summary = report.summary()
+    summary["case"] = {"arm": arm, "layout": layout, **{k: v for k, v in cfg.items()}}
+    _REPORTS.append(summary)
+    assert report.ok, report.failure_text()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _dump_reports():
+    yield
+    out = os.environ.get("GDN_CONFORMANCE_OUT")
+    if out:
+        Path(out).write_text(json.dumps(_REPORTS, indent=1, default=str))
+
+
+ARMS = ["serving", "bf16", "fp16_io"]
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_compact_gqa_pad_rows(arm: str) -> None:
+    _run(arm, num_requests=6, pad_rows=2, num_k_heads=2, num_v_heads=4, num_tokens=4, steps=40)
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_vllm_layout_block_strided_graph(arm: str) -> None:
+    _run(
+        arm,
+        "vllm",
+        num_requests=5,
+        pad_rows=1,
+        num_k_heads=2,
+        num_v_heads=8,
+        num_tokens=4,
+        page_pad_elems=64,
+        cuda_graph=True,
+        steps=30,
+    )
+
+
+@pytest.mark.parametrize("T", [2, 3, 5, 6, 7, 8])
+@pytest.mark.parametrize("arm", ["serving", "bf16"])
+def test_native_t(arm: str, T: int) -> None:
+    _run(arm, num_requests=5, num_k_heads=2, num_v_heads=4, num_tokens=T, steps=24)
+
+
+@pytest.mark.parametrize("gates", ["no_decay", "strong_decay", "beta_zero", "degenerate"])
+def test_gate_regimes_zero_rows(gates: str) -> None:
+    _run(
+        "serving",
+        num_requests=4,
+        num_k_heads=1,
+        num_v_heads=2,
+        gates=gates,
+        zero_qk_prob=0.2,
+        steps=16,
+    )
+
+
+def test_predictive_flush_misaligned_cursors() -> None:
+    _run(
+        "bf16",
+        num_requests=6,
+        pad_rows=1,
+        num_tokens=4,
+        flush_min=9,
+        misaligned_cursors=True,
+        recycle_prob=0.1,
+        steps=30,
+    )
+
+
+def test_t8_flush_min_9_boundaries() -> None:
+    _run("serving", num_requests=4, num_tokens=8, initial_hist=[0, 8, 9, 16][:4], steps=16)
+
+
+def test_qwen_shape_hv32() -> None:
+    _run("serving", num_requests=8, num_k_heads=16, num_v_heads=32, num_tokens=4, steps=10)
+
+
+def test_64bit_offsets() -> None:
+    if torch.cuda.get_device_properties(0).total_memory < 60 << 30:
+        pytest.skip("needs > 60 GiB of GPU memory")
+    _run(
+        "serving",
+        num_requests=2,
+        extra_pool_slots=1,
+        num_k_heads=1,
+        num_v_heads=2,
+        page_stride_elems=(1 << 30) + 8,
+        steps=6,
+    )
+
+
+def test_long_run_no_drift() -> None:
+    _run("serving", num_requests=4, num_k_heads=1, num_v_heads=2, num_tokens=4, steps=200)
