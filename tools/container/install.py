@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.series.errors import SeriesError
-from tools.series.layout import Layout
+from tools.series.layout import PROJECT_ROOT, Layout
 from tools.series.patchfile import parse_patch, read_series
 from tools.series.target import PACKAGE_PREFIX, installed_version
 
@@ -81,7 +81,8 @@ def install_series(
         f"{installed_version(site) or 'unknown'} in {site}",
         flush=True,
     )
-    command = ["bash", str(layout.root / "scripts" / "apply.sh"), "--target", str(site)]
+    # The tooling's own wrapper (in the image: the bind-mounted context, which is also the root).
+    command = ["bash", str(PROJECT_ROOT / "scripts" / "apply.sh"), "--target", str(site)]
     if force:
         command.append("--force")
     # apply.sh resolves the project root from its own location; GDN_UCACHE_ROOT makes the
