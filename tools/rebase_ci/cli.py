@@ -1,0 +1,224 @@
+"""Command line of the rebase CI: ``python -m tools.rebase_ci <command> --help``.
+
+The ``scripts/{version-matrix,bisect-upstream,report,pr-prep}.sh`` wrappers call it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from tools.series.errors import SeriesError
+from tools.series.layout import default_layout
+
+DEFAULT_OUT = "build/rebase-ci"  # /build/ is git-ignored
+
+
+def _test_command(args: argparse.Namespace, default: str | None) -> str | None:
+    if getattr(args, "no_test", False):
+        return None
+    return args.test_cmd or default
+
+
+def _cmd_matrix(args: argparse.Namespace) -> int:
+    from tools.rebase_ci.evaluate import STATIC_TEST
+    from tools.rebase_ci.matrix import (
+        available_releases,
+        matrix_json,
+        pinned_failed,
+        run_matrix,
+        select_versions,
+        write_outputs,
+    )
+
+    layout = default_layout(args.root)
+    pinned = layout.pinned_version()
+    versions = args.versions
+    if not versions:
+        offline = os.environ.get("GDN_UCACHE_OFFLINE", "") not in ("", "0")
+        versions = select_versions(
+            available_releases(layout, offline), pinned, args.previous, args.newer
+        )
+    if pinned not in versions:
+        versions = [pinned, *versions]  # the pinned release always decides the exit status
+    bases = [*versions, *args.ref]
+    test = _test_command(args, STATIC_TEST)
+    print(f"version matrix: {', '.join(bases)} (pinned {pinned}; tests: {test or 'none'})")
+    rows = run_matrix(layout, bases, test, source=args.source, test_timeout=args.test_timeout)
+    data = matrix_json(layout, rows, test)
+    json_path, md_path = write_outputs(data, Path(args.out))
+    print()
+    print(md_path.read_text())
+    print(f"wrote {json_path} and {md_path}")
+    if pinned_failed(data):
+        print(f"error: the series does not apply (or pass) on the pinned vLLM {pinned}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
+
+
+def _cmd_bisect(args: argparse.Namespace) -> int:
+    from tools.rebase_ci.bisect import bisect_upstream
+    from tools.rebase_ci.report import bisect_markdown
+
+    layout = default_layout(args.root)
+    result = bisect_upstream(layout, args.good, args.bad, _test_command(args, None))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bisect-result.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "bisect-summary.md").write_text(bisect_markdown(result))
+    print(f"wrote {out / 'bisect-result.json'} and {out / 'bisect-summary.md'}")
+    return 0
+
+
+def _cmd_bisect_step(args: argparse.Namespace) -> int:
+    from tools.rebase_ci.bisect import bisect_step
+
+    return bisect_step(default_layout(args.root), _test_command(args, None))
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from tools.rebase_ci.matrix import matrix_json, run_matrix, write_outputs
+
+    layout = default_layout(args.root)
+    rows = run_matrix(layout, args.bases, _test_command(args, None), source=args.source)
+    data = matrix_json(layout, rows, _test_command(args, None))
+    write_outputs(data, Path(args.out))
+    return 0 if all(row.ok for row in rows) else 1
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from tools.rebase_ci.report import render
+
+    text = render([Path(p) for p in args.results])
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _cmd_pr_prep(args: argparse.Namespace) -> int:
+    from tools.rebase_ci.pr_prep import prepare_prs
+
+    layout = default_layout(args.root)
+    prepare_prs(
+        layout,
+        base=args.base,
+        out_dir=Path(args.out),
+        signoff=args.signoff,
+        lint_command=None if args.no_lint else args.lint_cmd,
+    )
+    return 0
+
+
+def _add_test_options(parser: argparse.ArgumentParser, default_help: str) -> None:
+    parser.add_argument(
+        "--test-cmd",
+        metavar="CMD",
+        help="bash command run in a checkout of the base after each patch is applied "
+        "(env: GDN_SERIES_PATCH, GDN_SERIES_PATCH_FILES, GDN_VLLM_BASE); 'static' = "
+        f"syntax and undefined-name check of the touched files. {default_help}",
+    )
+    parser.add_argument("--no-test", action="store_true", help="judge applying only")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tools.rebase_ci", description=__doc__)
+    wrapper = os.environ.get("SERIES_PROG")
+    parser.add_argument("--root", help="project root (default: $GDN_UCACHE_ROOT or this checkout)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    matrix = commands.add_parser(
+        "matrix",
+        prog=wrapper,
+        help="judge the series on several vLLM releases; print and write the matrix",
+        description="Import each vLLM release (PyPI sdist, cached) as branch vllm-<version> "
+        "in vllm/ and judge every patch on it: applies / conflicts / fails tests. Writes "
+        "version-matrix.json and .md. Exit 1 only if the pinned release fails.",
+    )
+    matrix.add_argument("versions", nargs="*", help="releases (default: pinned + --previous)")
+    matrix.add_argument("--previous", type=int, default=2, help="older releases (default 2)")
+    matrix.add_argument(
+        "--newer", action="store_true", help="also the newest release after the pinned one"
+    )
+    matrix.add_argument(
+        "--ref", action="append", default=[], help="also a git ref in vllm/ (repeatable)"
+    )
+    matrix.add_argument("--source", choices=("auto", "git", "sdist"), default="sdist")
+    matrix.add_argument("--test-timeout", type=float, default=1800.0, help="seconds per test run")
+    matrix.add_argument("--out", default=DEFAULT_OUT, help=f"output dir (default {DEFAULT_OUT})")
+    _add_test_options(matrix, "Default: static.")
+    matrix.set_defaults(func=_cmd_matrix)
+
+    check = commands.add_parser(
+        "check", prog=wrapper, help="judge the series on given bases (no pinned-row rule)"
+    )
+    check.add_argument("bases", nargs="+", help="release versions or git refs in vllm/")
+    check.add_argument("--source", choices=("auto", "git", "sdist"), default="auto")
+    check.add_argument("--out", default=DEFAULT_OUT)
+    _add_test_options(check, "Default: none.")
+    check.set_defaults(func=_cmd_check)
+
+    bisect = commands.add_parser(
+        "bisect",
+        prog=wrapper,
+        help="find the first upstream commit in GOOD..BAD where the series breaks",
+        description="git bisect run over GOOD..BAD in a scratch repository sharing vllm/'s "
+        "objects; the predicate is apply --check on each commit (plus --test-cmd).",
+    )
+    bisect.add_argument("good", help="commit, ref or release where the series applies")
+    bisect.add_argument("bad", help="commit, ref or release where it does not")
+    bisect.add_argument("--out", default=DEFAULT_OUT)
+    _add_test_options(bisect, "Default: none (apply only).")
+    bisect.set_defaults(func=_cmd_bisect)
+
+    step = commands.add_parser("bisect-step", help=argparse.SUPPRESS)
+    _add_test_options(step, "")
+    step.set_defaults(func=_cmd_bisect_step)
+
+    report = commands.add_parser(
+        "report",
+        prog=wrapper,
+        help="markdown table from version-matrix.json / bisect-result.json",
+    )
+    report.add_argument("results", nargs="+", help="JSON files written by matrix/check/bisect")
+    report.add_argument("-o", "--output", help="write here instead of stdout")
+    report.set_defaults(func=_cmd_report)
+
+    pr_prep = commands.add_parser(
+        "pr-prep",
+        prog=wrapper,
+        help="build one branch per upstream PR of the stack and write each PR description",
+    )
+    pr_prep.add_argument(
+        "--base", help="vLLM base commit/ref/release (default: the pinned base branch)"
+    )
+    pr_prep.add_argument("--out", default="build/pr-prep", help="where the descriptions go")
+    pr_prep.add_argument(
+        "--signoff", action="store_true", help="add your Signed-off-by where one is missing"
+    )
+    pr_prep.add_argument(
+        "--lint-cmd",
+        default="scripts/lint-vllm.sh",
+        help="lint run on each branch (from the project root, env GDN_PR_BRANCH, "
+        "GDN_PR_BASE); default scripts/lint-vllm.sh when it exists",
+    )
+    pr_prep.add_argument("--no-lint", action="store_true", help="skip the lint step")
+    pr_prep.set_defaults(func=_cmd_pr_prep)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except SeriesError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
