@@ -123,3 +123,13 @@ def test_real_sdist_import_and_series_apply(tmp_path: Path) -> None:
             check=False,
         )
         assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pip's own pkg_resources import
+def test_pip_finder_names_an_unknown_version() -> None:
+    from tools.series.errors import SeriesError
+    from tools.series.populate import find_sdist_link
+
+    with pytest.raises(SeriesError, match="no source release vllm==0.0.0.999"):
+        find_sdist_link("0.0.0.999")

@@ -369,3 +369,18 @@ def test_git_missing_identity_still_applies(patched: SyntheticProject, tmp_path:
         ["bash", str(REPO_ROOT / "scripts" / "setup.sh")], env=env, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_rebase_onto_git_ref_keeps_pin(patched: SyntheticProject) -> None:
+    patched.git("branch", "upstream-main", "vllm-1.0.0")
+    patched.git("checkout", "--quiet", "upstream-main")
+    patched.commit_on_series("upstream work", {"vllm/other.py": "W = 1\n"})
+    patched.git("checkout", "--quiet", "gdn-ucache")
+    pin_before = (patched.root / "vllm.pin").read_text()
+    result = patched.run("rebase", "upstream-main")
+    assert "[2/2] Kernel-Add-the-ucache-kernel-module.patch: ok" in result.stdout
+    assert "vllm.pin unchanged" in result.stdout
+    assert (patched.root / "vllm.pin").read_text() == pin_before
+    assert (patched.vllm / "vllm" / "other.py").exists()
+    # export and check follow the recorded base (refs/gdn-ucache/base), not the pin.
+    assert patched.run("check-patches", "--branch").returncode == 0

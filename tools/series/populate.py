@@ -15,6 +15,7 @@ written into this repository. Downloads are cached under ``$GDN_UCACHE_CACHE/sdi
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -64,6 +65,8 @@ def find_sdist_link(version: str) -> tuple[str, str | None]:
     except ImportError as exc:  # pragma: no cover - pip is part of every venv we make
         raise SeriesError(f"pip is needed to find the vLLM {version} sdist: {exc}") from exc
 
+    # pip warns about every find-links/extra-index location without the package; quiet it.
+    logging.getLogger("pip").setLevel(logging.ERROR)
     command = DownloadCommand("download", "find the vLLM source release")
     options, _ = command.parse_args(["--no-deps", "--no-binary", ":all:", f"vllm=={version}"])
     with command.main_context():
