@@ -106,11 +106,7 @@ def _cmd_pr_prep(args: argparse.Namespace) -> int:
 
     layout = default_layout(args.root)
     prepare_prs(
-        layout,
-        base=args.base,
-        out_dir=Path(args.out),
-        signoff=args.signoff,
-        lint_command=None if args.no_lint else args.lint_cmd,
+        layout, base=args.base, out_dir=Path(args.out), signoff=args.signoff, lint=not args.no_lint
     )
     return 0
 
@@ -193,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
         "pr-prep",
         prog=wrapper,
         help="build one branch per upstream PR of the stack and write each PR description",
+        description="Split patches/series by Upstream-PR into the PRs of "
+        "tools/rebase_ci/pr_stack.toml; build branches pr/<n>-<name> in vllm/ (stacked, on "
+        "--base), check sign-offs, subjects and vLLM lint; write <out>/<n>-<name>.md.",
     )
     pr_prep.add_argument(
         "--base", help="vLLM base commit/ref/release (default: the pinned base branch)"
@@ -202,12 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--signoff", action="store_true", help="add your Signed-off-by where one is missing"
     )
     pr_prep.add_argument(
-        "--lint-cmd",
-        default="scripts/lint-vllm.sh",
-        help="lint run on each branch (from the project root, env GDN_PR_BRANCH, "
-        "GDN_PR_BASE); default scripts/lint-vllm.sh when it exists",
+        "--no-lint",
+        action="store_true",
+        help="skip vLLM's lint (scripts/lint-vllm.sh's checks) on each branch's changed files",
     )
-    pr_prep.add_argument("--no-lint", action="store_true", help="skip the lint step")
     pr_prep.set_defaults(func=_cmd_pr_prep)
     return parser
 
