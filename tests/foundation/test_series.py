@@ -384,3 +384,7 @@ def test_rebase_onto_git_ref_keeps_pin(patched: SyntheticProject) -> None:
     assert (patched.vllm / "vllm" / "other.py").exists()
     # export and check follow the recorded base (refs/gdn-ucache/base), not the pin.
     assert patched.run("check-patches", "--branch").returncode == 0
+    assert "already applied" in patched.run("apply").stdout
+    # --reset goes back to the pinned base.
+    patched.run("apply", "--reset")
+    assert not (patched.vllm / "vllm" / "other.py").exists()

@@ -69,9 +69,21 @@ def base_commit(layout: Layout, repo: Path) -> str:
     return commit
 
 
+def series_base(layout: Layout, repo: Path) -> str:
+    """The base the series branch sits on: refs/gdn-ucache/base (set by apply and rebase)
+    when it is an ancestor of the branch, else the pinned release's base branch."""
+    recorded = rev_parse(repo, BASE_REF)
+    tip = rev_parse(repo, f"refs/heads/{SERIES_BRANCH}")
+    if recorded and tip:
+        on_branch = git(repo, "merge-base", "--is-ancestor", recorded, tip, check=False)
+        if on_branch.returncode == 0:
+            return recorded
+    return base_commit(layout, repo)
+
+
 def series_state(layout: Layout, base: str | None = None) -> SeriesState:
     repo = require_vllm(layout)
-    base = base or base_commit(layout, repo)
+    base = base or series_base(layout, repo)
     patches = read_series(layout.patches_dir)
     tip = rev_parse(repo, f"refs/heads/{SERIES_BRANCH}")
     commits: list[str] = []
@@ -157,15 +169,19 @@ def apply_series(layout: Layout, reset: bool = False) -> int:
             f"{repo} has uncommitted changes ({', '.join(dirty[:5])}"
             f"{' ...' if len(dirty) > 5 else ''}); commit or stash them, then run again"
         )
-    base = base_commit(layout, repo)
+    pinned = base_commit(layout, repo)
     if reset and branch_exists(repo, SERIES_BRANCH):
         backup = _backup_branch(repo)
         print(f"kept the old {SERIES_BRANCH} as {backup}")
         if current_branch(repo) == SERIES_BRANCH:
             git(repo, "checkout", "--quiet", "--detach")
-        git(repo, "branch", "--force", SERIES_BRANCH, base)
+        git(repo, "branch", "--force", SERIES_BRANCH, pinned)
+        git(repo, "update-ref", BASE_REF, pinned)
     if not branch_exists(repo, SERIES_BRANCH):
-        git(repo, "branch", SERIES_BRANCH, base)
+        git(repo, "branch", SERIES_BRANCH, pinned)
+        git(repo, "update-ref", BASE_REF, pinned)
+    # Normally the pinned base; after `rebase.sh REF` the ref the series was moved onto.
+    base = series_base(layout, repo)
     state = series_state(layout, base)
     if state.foreign:
         listed = "\n".join(f"  {c[:12]} {_subject(repo, c)}" for c in state.foreign[:10])

@@ -82,8 +82,8 @@ def _normalise(text: str) -> str:
 
 
 def check_against_branch(layout: Layout) -> list[str]:
-    from tools.series.apply import require_vllm
-    from tools.series.export import format_series, series_base
+    from tools.series.apply import require_vllm, series_base
+    from tools.series.export import format_series
     from tools.series.gitutil import rev_parse
 
     repo = require_vllm(layout)

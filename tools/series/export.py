@@ -15,9 +15,10 @@ import re
 import tempfile
 from pathlib import Path
 
+from tools.series.apply import series_base  # noqa: F401  (re-exported for other tools)
 from tools.series.errors import SeriesError
 from tools.series.gitutil import commits_between, git, rev_parse
-from tools.series.layout import BASE_REF, SERIES_BRANCH, Layout
+from tools.series.layout import SERIES_BRANCH, Layout
 from tools.series.patchfile import read_series
 
 SERIES_HEADER = (
@@ -41,19 +42,6 @@ _FORMAT_PATCH_ARGS = (
     "--diff-algorithm=myers",
     "-O/dev/null",
 )
-
-
-def series_base(layout: Layout, repo: Path) -> str:
-    """The base the series branch is built on: refs/gdn-ucache/base, else the pinned branch."""
-    from tools.series.apply import base_commit
-
-    recorded = rev_parse(repo, BASE_REF)
-    tip = rev_parse(repo, f"refs/heads/{SERIES_BRANCH}")
-    if recorded and tip:
-        on_branch = git(repo, "merge-base", "--is-ancestor", recorded, tip, check=False)
-        if on_branch.returncode == 0:
-            return recorded
-    return base_commit(layout, repo)
 
 
 def clean_patch_text(text: str) -> str:

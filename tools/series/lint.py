@@ -13,9 +13,8 @@ import subprocess
 import venv
 from pathlib import Path
 
-from tools.series.apply import require_vllm
+from tools.series.apply import require_vllm, series_base
 from tools.series.errors import SeriesError
-from tools.series.export import series_base
 from tools.series.gitutil import git_out
 from tools.series.layout import Layout
 

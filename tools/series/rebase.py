@@ -16,9 +16,15 @@ import json
 import subprocess
 from pathlib import Path
 
-from tools.series.apply import _conflict_report, am_one, require_vllm, series_state
+from tools.series.apply import (
+    _conflict_report,
+    am_one,
+    require_vllm,
+    series_base,
+    series_state,
+)
 from tools.series.errors import SeriesError
-from tools.series.export import export_series, series_base
+from tools.series.export import export_series
 from tools.series.gitutil import (
     branch_exists,
     commits_between,
