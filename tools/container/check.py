@@ -7,14 +7,16 @@ Dockerfile's logic on the real vllm wheel instead: in a cached virtualenv
 1. create the venv and install the pinned vllm wheel with all its dependencies (once; the
    wheels are kept in ``$GDN_UCACHE_CACHE/container-wheels/vllm-<pin>-py<X.Y>``);
 2. make the installed vllm pristine again: every ``vllm/`` file is checked against the
-   wheel's RECORD (a previous run patched it), reinstalled if it differs;
+   wheel's RECORD (a previous run patched it); differing files are restored from the wheel,
+   files an earlier series created are removed;
 3. run the image's install step (``python -m tools.container install`` -> ``apply.sh --target``)
    with the venv's python against the venv's site-packages; it prints the changed files;
 4. import every module the series touches (on this CPU-only machine);
 5. parse the served command (``tools.container.serve``) with the patched ``vllm serve`` parser
    and check that the engine arguments come out as intended;
 6. run the tests the series adds or changes under ``tests/`` (vLLM's test tree from the pinned
-   sdist with the series' test hunks applied) against the installed, patched vllm.
+   sdist with the series' test hunks applied) against the installed, patched vllm, on CPU
+   (see SERIES_TEST_ENV).
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ import csv
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tarfile
 import time
+import zipfile
 from pathlib import Path
 
 from tools.container.install import touched_package_files
@@ -49,6 +53,15 @@ COMPLETE_MARKER = ".complete"
 # The series applier refuses binary diffs, so compiled extensions need no hash check.
 _BINARY_SUFFIXES = (".so",)
 CHECK_MODEL = "Qwen/Qwen3.5-27B"
+# How the series' tests run on a CPU-only host against the real vllm package:
+# - TRITON_INTERPRET=1: the series' Triton ops run in Triton's CPU interpreter (their tests
+#   select it); GPU-only tests skip with a reason.
+# - CUDA_VISIBLE_DEVICES="": vllm.triton_utils replaces Triton with a placeholder when no
+#   GPU driver is active, except where the visible-device list is empty (its lenient path for
+#   Ray workers); that keeps the real Triton for the interpreter.
+# - --noconftest: vLLM's tests/conftest.py needs vLLM's test requirements (tblib, ...), which
+#   the image does not have; the series' tests must not need its fixtures.
+SERIES_TEST_ENV = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
 
 _IMPORT_PROBE = """
 import importlib, sys, time, traceback
@@ -128,7 +141,9 @@ def _offline() -> bool:
 
 
 def _run(command: list[str], **kwargs: object) -> None:
-    print("  $ " + " ".join(command), flush=True)
+    # Inline probe scripts (python -c) are named, not echoed.
+    shown = ["<probe>" if i and command[i - 1] == "-c" else w for i, w in enumerate(command)]
+    print("  $ " + shlex.join(shown), flush=True)
     result = subprocess.run(command, check=False, **kwargs)  # type: ignore[call-overload]
     if result.returncode != 0:
         raise SeriesError(f"{command[0]} {command[1]} ... failed (exit {result.returncode})")
@@ -139,19 +154,22 @@ def wheelhouse_dir(layout: Layout) -> Path:
     return layout.cache_dir / "container-wheels" / venv_dir(layout).name
 
 
+def requirements(layout: Layout) -> list[str]:
+    # pytest runs the series' tests inside the venv, so it comes from the wheelhouse too.
+    return [f"vllm=={layout.pinned_version()}", "pytest"]
+
+
 def ensure_wheelhouse(layout: Layout, python: Path) -> Path:
     # pip's HTTP cache cannot be relied on (a proxy may forbid storing responses), so the
     # downloads are kept as wheel files and installed with --no-index.
     wheelhouse = wheelhouse_dir(layout)
+    wanted = " ".join(requirements(layout))
     complete = wheelhouse / COMPLETE_MARKER
-    if complete.is_file():
+    if complete.is_file() and complete.read_text().strip() == wanted:
         print(f"  wheelhouse {wheelhouse} (cached)")
         return wheelhouse
     if _offline():
-        raise SeriesError(
-            f"the wheelhouse {wheelhouse} is not complete and GDN_UCACHE_OFFLINE is set"
-        )
-    version = layout.pinned_version()
+        raise SeriesError(f"wheelhouse {wheelhouse} is incomplete and GDN_UCACHE_OFFLINE is set")
     _run(
         [
             str(python),
@@ -162,43 +180,39 @@ def ensure_wheelhouse(layout: Layout, python: Path) -> Path:
             ":all:",
             "--dest",
             str(wheelhouse),
-            f"vllm=={version}",
+            *requirements(layout),
         ]
     )
-    complete.write_text(f"vllm=={version}\n")
+    complete.write_text(wanted + "\n")
     return wheelhouse
 
 
-def _pip_install(python: Path, wheelhouse: Path, version: str, *options: str) -> None:
+def ensure_venv(layout: Layout) -> tuple[Path, Path]:
+    """(venv python, wheelhouse), with the pinned vllm, its dependencies and pytest installed."""
+    venv = venv_dir(layout)
+    python = venv / "bin" / "python"
+    if not python.exists():
+        _run([sys.executable, "-m", "venv", str(venv)])
+    wheelhouse = ensure_wheelhouse(layout, python)
+    wanted = " ".join(requirements(layout))
+    marker = venv / INSTALLED_MARKER
+    if marker.is_file() and marker.read_text().strip() == wanted:
+        print(f"  {wanted} installed in {venv} (cached)")
+        return python, wheelhouse
     _run(
         [
             str(python),
             "-m",
             "pip",
             "install",
+            "--quiet",
             "--no-index",
             "--find-links",
             str(wheelhouse),
-            *options,
-            f"vllm=={version}",
+            *requirements(layout),
         ]
     )
-
-
-def ensure_venv(layout: Layout) -> tuple[Path, Path]:
-    """(venv python, wheelhouse), with the pinned vllm and its dependencies installed."""
-    venv = venv_dir(layout)
-    python = venv / "bin" / "python"
-    if not python.exists():
-        _run([sys.executable, "-m", "venv", str(venv)])
-    wheelhouse = ensure_wheelhouse(layout, python)
-    version = layout.pinned_version()
-    marker = venv / INSTALLED_MARKER
-    if marker.is_file() and marker.read_text().strip() == f"vllm=={version}":
-        print(f"  vllm {version} is installed in {venv} (cached)")
-        return python, wheelhouse
-    _pip_install(python, wheelhouse, version)
-    marker.write_text(f"vllm=={version}\n")
+    marker.write_text(wanted + "\n")
     return python, wheelhouse
 
 
@@ -245,30 +259,34 @@ def pristine_problems(site: Path) -> list[str]:
     return problems
 
 
-def make_pristine(layout: Layout, python: Path, wheelhouse: Path, site: Path) -> None:
+def make_pristine(layout: Layout, wheelhouse: Path, site: Path) -> None:
+    """Undo an earlier run's series: restore changed files from the wheel, drop created ones."""
     problems = pristine_problems(site)
     if not problems:
         print(f"  {site / 'vllm'} matches the wheel's RECORD")
         return
-    print(f"  {len(problems)} file(s) differ from the wheel (an earlier run's series):")
-    for problem in problems[:20]:
-        print(f"    {problem}")
-    for problem in problems:
-        kind, rel = problem.split(" ", 1)
-        if kind == "extra":  # created by an earlier series; pip would leave it behind
-            (site / rel).unlink()
-    _pip_install(
-        python,
-        wheelhouse,
-        layout.pinned_version(),
-        "--no-deps",
-        "--force-reinstall",
-        "--no-compile",
-    )
+    wheels = sorted(wheelhouse.glob(f"vllm-{layout.pinned_version()}-*.whl"))
+    if not wheels:
+        raise SeriesError(f"no vllm wheel in {wheelhouse} to restore {site / 'vllm'} from")
+    print(f"  {len(problems)} file(s) differ from {wheels[-1].name} (an earlier run's series):")
+    with zipfile.ZipFile(wheels[-1]) as wheel:
+        for problem in problems:
+            print(f"    {problem}")
+            kind, rel = problem.split(" ", 1)
+            path = site / rel
+            if kind == "extra":  # created by an earlier series; not part of the wheel
+                path.unlink()
+                continue
+            info = wheel.getinfo(rel)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(wheel.read(info))
+            mode = (info.external_attr >> 16) & 0o777
+            if mode:
+                path.chmod(mode)
     left = pristine_problems(site)
     if left:
         raise SeriesError(f"vllm in {site} is still not pristine: {', '.join(left[:5])}")
-    print("  reinstalled: vllm matches the wheel again")
+    print("  restored: vllm matches the wheel's RECORD again")
 
 
 def module_name(rel: str) -> str | None:
@@ -339,6 +357,10 @@ def build_test_tree(layout: Layout, destination: Path) -> None:
             path.write_text("".join(after))
 
 
+def _patches(count: int) -> str:
+    return f"{count} patch" if count == 1 else f"{count} patches"
+
+
 def check_install(layout: Layout, run_tests: bool = True) -> int:
     started = time.monotonic()
     patches = read_series(layout.patches_dir)
@@ -347,7 +369,7 @@ def check_install(layout: Layout, run_tests: bool = True) -> int:
     steps = Steps(6)
     print(
         f"gdn-ucache container install check: vllm {layout.pinned_version()}, "
-        f"{len(patches)} patches, {len(touched)} vllm file(s), cache {layout.cache_dir}"
+        f"{_patches(len(patches))}, {len(touched)} vllm file(s), cache {layout.cache_dir}"
     )
 
     steps.start("virtualenv with the pinned vllm wheel")
@@ -355,7 +377,7 @@ def check_install(layout: Layout, run_tests: bool = True) -> int:
     site = site_dir(python)
 
     steps.start("installed vllm is pristine (wheel RECORD)")
-    make_pristine(layout, python, wheelhouse, site)
+    make_pristine(layout, wheelhouse, site)
 
     steps.start("the image's install step: python -m tools.container install (apply.sh --target)")
     manifest = venv_dir(layout) / "series-manifest.txt"
@@ -388,9 +410,12 @@ def check_install(layout: Layout, run_tests: bool = True) -> int:
         "mamba_ssm_cache_dtype": SSM_CACHE_DTYPE,
         "additional_config": {"gdn_spec_backend": SPEC_BACKEND},
     }
+    # Building the parser resolves the default device; with no GPU here vLLM is told "cpu",
+    # as vLLM's own CPU-only CI does with an accelerator wheel. Parsing is the same either way.
     _run(
         [str(python), "-c", _SERVE_PROBE, json.dumps(expected), *serve_args(CHECK_MODEL)],
         cwd="/",
+        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
     )
 
     tests = series_test_files(layout)
@@ -402,16 +427,25 @@ def check_install(layout: Layout, run_tests: bool = True) -> int:
     else:
         tree = venv_dir(layout) / "series-tests"
         build_test_tree(layout, tree)
-        _run([str(python), "-m", "pip", "install", "--quiet", "pytest"])
         _run(
-            [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", *tests],
+            [
+                str(python),
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "-q",
+                "-rs",
+                "--noconftest",
+                *tests,
+            ],
             cwd=tree,
-            env={**os.environ, "PYTHONPATH": str(tree)},
+            env={**os.environ, **SERIES_TEST_ENV, "PYTHONPATH": str(tree)},
         )
     steps.finish()
 
     print(
-        f"\nOK: {len(patches)} patches applied to vllm {layout.pinned_version()} (wheel) in "
+        f"\nOK: {_patches(len(patches))} applied to vllm {layout.pinned_version()} (wheel) in "
         f"{time.monotonic() - started:.0f} s"
     )
     for name, seconds in steps.times:
