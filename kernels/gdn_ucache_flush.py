@@ -7,19 +7,19 @@ file by path through ``VLLM_GDN_UCACHE_MODULE``; it imports nothing from the pro
 Tensor contract (B = rows incl. pad rows, T = draft window 2..8, H key heads, HV value heads,
 K = V = 128; IO / ST / RING = dtypes chosen at import, see the module constants):
 
-| tensor                 | shape                 | dtype      | layout accepted                          | access        |
-|------------------------|-----------------------|------------|------------------------------------------|---------------|
-| q, k                   | [B, T, H, 128]        | IO         | any batch/token strides, head stride 128, unit last stride | read |
-| v                      | [B, T, HV, 128]       | IO         | same                                     | read          |
-| a, b                   | [B, T, HV]            | IO         | any batch/token strides, unit head stride | read         |
-| A_log, dt_bias         | [HV]                  | any float  | read in fp32 (flashinfer rounds to IO)   | read          |
-| initial_state_source   | [pool, HV, 128, 128]  | ST         | inner dims dense, dim 0 any multiple of 8 | read; written on flush rows |
-| k_cache                | [pool, H, 32, 128]    | RING       | inner dims dense, dim 0 block-strided ok | window read; append rows written (one CTA per key head) |
-| u_cache                | [pool, HV, 32, 128]   | RING       | same                                     | window read; append rows written |
-| g_cache                | [pool, HV, 32]        | float32    | same                                     | window read; append rows written |
-| initial_state_indices  | [B]                   | int32      | contiguous; < 0 = pad row (writes nothing) | read        |
-| hist_len, cache_base   | [B]                   | int32      | contiguous, request-keyed                | read (host commit when restart_hist_on_flush) |
-| output                 | [B, T, HV, 128]       | IO         | written in place when shape/dtype match and head stride 128, unit last stride | written |
+| tensor                | shape               | dtype | layout accepted                 | access  |
+|-----------------------|---------------------|-------|---------------------------------|---------|
+| q, k                  | [B, T, H, 128]      | IO    | any B/T strides; head stride 128, unit last | read |
+| v                     | [B, T, HV, 128]     | IO    | same                            | read    |
+| a, b                  | [B, T, HV]          | IO    | any B/T strides; unit head stride | read  |
+| A_log, dt_bias        | [HV]                | float | read in fp32                    | read    |
+| initial_state_source  | [pool, HV, 128, 128]| ST    | inner dense; dim 0 % 8 == 0     | read; flush rows written |
+| k_cache               | [pool, H, 32, 128]  | RING  | inner dense; dim 0 % 8 == 0     | window read; appends (1 CTA/key head) |
+| u_cache               | [pool, HV, 32, 128] | RING  | inner dense; dim 0 any          | window read; appends |
+| g_cache               | [pool, HV, 32]      | fp32  | inner dense; dim 0 any          | window read; appends |
+| initial_state_indices | [B]                 | int32 | < 0: pad row, writes nothing    | read    |
+| hist_len, cache_base  | [B]                 | int32 | request-keyed                   | read (host commit if restart_hist_on_flush) |
+| output                | [B, T, HV, 128]     | IO    | in place if head stride 128, unit last | written (pad rows untouched) |
 
 Design (kernels/NOTES.md has the numbers): grid (128 / BV, HV, B), 128 threads. Every per-value-row
 quantity depends on the state only through its own row, so a CTA owns BV rows of one (request,
@@ -54,7 +54,7 @@ import torch
 
 __all__ = [
     "gated_delta_rule_mtp_ucache_flush",
-    "GdnDecodeUCacheFlushKernel",
+    "GdnDecodeUCacheFlushKernel",  # noqa: F822 - defined lazily (module __getattr__)
     "K_DIM",
     "V_DIM_C",
     "W_RING",
@@ -193,6 +193,40 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             write_only_types=[Float32] * 4,
             read_only_args=[a[0], a[1], a[2], a[3], b[0], b[1], c[0], c[1], c[2], c[3]],
         )
+
+    def build_bx(xs: Any, g4: Any, c4: Any, NXP: int, dt: torch.dtype) -> list:
+        """B fragments of x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4, packed in dtype dt."""
+        frags = []
+        for nt in range(NXP // 8):
+            regs = []
+            for i in range(4):
+                cb = (nt * 8 + g4) * K_DIM + c4 * 8 + 32 * i
+                for e in range(4):
+                    regs.append(pack2(xs[cb + 2 * e], xs[cb + 2 * e + 1], dt))
+            frags.append(regs)
+        return frags
+
+    def small_mma(
+        rows_s: Any, row_stride: int, dt: torch.dtype, bfr_all: list, g4: Any, c4: Any, NXP: int
+    ) -> list:
+        """[16 rows of an fp32 smem tile] x [x_0..x_{NXP-1}]^T with the same K-permutation."""
+        accs = []
+        for nt in range(NXP // 8):
+            acc = [Float32(0.0)] * 4
+            for ks in range(8):
+                i, h = ks // 2, ks % 2
+                col = c4 * 8 + 32 * i + 4 * h
+                afr = []
+                for q_ in range(4):
+                    r_ = g4 + 8 * (q_ % 2)
+                    cc = col + 2 * (q_ // 2)
+                    afr.append(
+                        pack2(rows_s[r_ * row_stride + cc], rows_s[r_ * row_stride + cc + 1], dt)
+                    )
+                bfr = [bfr_all[nt][4 * i + 2 * h], bfr_all[nt][4 * i + 2 * h + 1]]
+                acc = list(mma16816(dt, afr, bfr, acc))
+            accs.append(acc)
+        return accs
 
     def hash_u32(x: Any) -> Any:
         # lowbias32 integer hash (public domain, Chris Wellons): cheap, well mixed.
@@ -395,11 +429,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             vblk, hv, bi = cute.arch.block_idx()
             if cutlass.const_expr(self.pdl):
                 cute.arch.griddepcontrol_launch_dependents()
+            # The three cursors are [B] tensors (real for pad rows too): load them together.
             slot = cute.arch.load(idx + bi, Int32)
-            # Pad rows retire the whole CTA before any memory traffic.
-            cute.arch.inline_ptx("exit;", predicate=slot < Int32(0))
             P = cute.arch.load(hist + bi, Int32)
             base = cute.arch.load(cbase + bi, Int32)
+            # Pad rows retire the whole CTA before touching anything row-keyed (vLLM may pass
+            # phantom as_strided rows for them).
+            cute.arch.inline_ptx("exit;", predicate=slot < Int32(0))
             is_flush = P >= flush_min
             ih = hv // HPG
             v0 = vblk * BV
@@ -429,8 +465,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
 
             smem = SmemAllocator()
             xs = cute.make_tensor(
-                smem.allocate_array(Float32, NXP * K_DIM, byte_alignment=16),
-                cute.make_layout(NXP * K_DIM),
+                smem.allocate_array(Float32, 16 * K_DIM, byte_alignment=16),
+                cute.make_layout(16 * K_DIM),
             )
             kcs = cute.make_tensor(
                 smem.allocate_array(Float32, 16 * KP, byte_alignment=16), cute.make_layout(16 * KP)
@@ -477,7 +513,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # ---- phase 1: activations, windows, gates -> smem ---------------------------------
             q_row = q + (Int64(bi) * q_sb + Int64(ih * K_DIM + tid))
             k_row = k + (Int64(bi) * k_sb + Int64(ih * K_DIM + tid))
-            for r in cutlass.range_constexpr(NXP):
+            for r in cutlass.range_constexpr(16):
                 if cutlass.const_expr(r < NX):
                     if cutlass.const_expr(r < T):
                         x = ld16(k_row + Int64(r) * k_st, self.io)
@@ -581,45 +617,46 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     cute.arch.store(g_row + Int64((base + P + tid) & RING_MASK), gt)
             cute.arch.sync_threads()
 
-            # ---- phase 3: window scores and Grams (fp32 dot products of length 128) -----------
-            n_sc = 16 * NX
-            for i in cutlass.range_constexpr((n_sc + THREADS - 1) // THREADS):
-                p_ = tid + THREADS * i
-                if p_ < n_sc:
-                    j = p_ // NX
-                    n = p_ % NX
-                    acc = Float32(0.0)
-                    if j < P:
-                        for kk in cutlass.range_constexpr(K_DIM):
-                            acc = acc + kcs[j * KP + kk] * xs[n * K_DIM + kk]
-                    sw[p_] = acc * wv[j]
-            if tid < 2 * T * T:
-                pg = tid % (T * T)
-                s_ = pg // T
-                r_ = pg % T
-                isq = tid // (T * T)
-                arow = s_ + T * isq
-                acc = Float32(0.0)
-                for kk in cutlass.range_constexpr(K_DIM):
-                    acc = acc + xs[arow * K_DIM + kk] * xs[r_ * K_DIM + kk]
-                dg = cute.math.exp(gam[s_] - gam[cutlass.select_(r_ <= s_, r_, s_)], fastmath=True)
-                if isq == 0:
-                    amat[pg] = cutlass.select_(r_ < s_, beta[s_] * dg * acc, Float32(0.0))
-                else:
-                    cmat[pg] = cutlass.select_(r_ <= s_, dg * acc, Float32(0.0))
+            # ---- phase 3: B fragments of [k^; q^]; window scores and Grams with mma.sync -------
+            # Thread (g4, c4) holds x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4 (the same K-permutation
+            # as its state fragments), packed in the state dtype (and the ring dtype if different).
+            bx = build_bx(xs, g4, c4, NXP, self.st)
+            if cutlass.const_expr(self.ring == self.st):
+                bx_ring = bx
+            else:
+                bx_ring = build_bx(xs, g4, c4, NXP, self.ring)
+
+            if warp == 0:
+                # sw[j, n] = w_j (kc_j . x_n); rows j >= P are zero in kcs and w.
+                sc_acc = small_mma(kcs, KP, self.ring, bx_ring, g4, c4, NXP)
+                for nt in cutlass.range_constexpr(NXP // 8):
+                    for e in cutlass.range_constexpr(4):
+                        n = nt * 8 + 2 * c4 + (e % 2)
+                        j = g4 + 8 * (e // 2)
+                        if n < NX:
+                            sw[j * NX + n] = sc_acc[nt][e] * wv[j]
+            if warp == 1:
+                # Gram of [k^; q^] against k^: A_sr = beta_s Gamma_sr (k_s . k_r) for r < s,
+                # C_sr = Gamma_sr (q_s . k_r) for r <= s; Gamma from cumulative-sum differences.
+                gr_acc = small_mma(xs, K_DIM, self.st, bx, g4, c4, NXP)
+                for e in cutlass.range_constexpr(4):
+                    n = 2 * c4 + (e % 2)
+                    xr = g4 + 8 * (e // 2)
+                    if n < T:
+                        if xr < T:
+                            gk = cute.math.exp(gam[xr] - gam[n], fastmath=True)
+                            amat[xr * T + n] = cutlass.select_(
+                                n < xr, beta[xr] * gk * gr_acc[0][e], Float32(0.0)
+                            )
+                        else:
+                            if xr < 2 * T:
+                                sq_ = xr - T
+                                gq = cute.math.exp(gam[sq_] - gam[n], fastmath=True)
+                                cmat[sq_ * T + n] = cutlass.select_(
+                                    n <= sq_, gq * gr_acc[0][e], Float32(0.0)
+                                )
 
             # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ----------------
-            # B fragments of [k^; q^] (state dtype), thread's 32 columns c4*8 + 32 i + 0..7.
-            bx = []
-            for nt in cutlass.range_constexpr(NXP // 8):
-                n = nt * 8 + g4
-                regs = []
-                for i in cutlass.range_constexpr(4):
-                    cb = n * K_DIM + c4 * 8 + 32 * i
-                    for e in cutlass.range_constexpr(4):
-                        regs.append(pack2(xs[cb + 2 * e], xs[cb + 2 * e + 1], self.st))
-                bx.append(regs)
-
             for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
                 tile = warp + 4 * ti
                 if tile < self.NTILE:
