@@ -8,7 +8,8 @@ B = 8 rows and HV = 8 everywhere, so B*HV stays in one launch-bounds bucket.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -28,7 +29,9 @@ class Case:
     arms: tuple[str, ...] | None = None  # None: every arm the backend supports
     cpu: bool = True  # also meaningful for the oracle on CPU (small head_dim there)
     description: str = ""
-    tags: tuple[str, ...] = field(default_factory=tuple)
+    # Cases sharing a unit share one compiled kernel (same dtypes, T, H, HV, layout, pool strides):
+    # the GPU runner gives every (backend, arm, unit) its own process so compiles run in parallel.
+    unit: str = "t4"
 
 
 _GEOM = {"num_requests": 6, "pad_rows": 2, "num_k_heads": 4, "num_v_heads": 8}
@@ -41,19 +44,9 @@ CASES: list[Case] = [
         description="T=4, random accepts, recycled requests, pad rows, shuffled batch",
     ),
     Case(
-        "t8_random",
-        {**_GEOM, "num_tokens": 8, "steps": 60, "recycle_prob": 0.03},
-        description="T=8, random accepts",
-    ),
-    Case(
         "t4_flush_min9",
         {**_GEOM, "num_tokens": 4, "flush_min": 9, "steps": 40},
         description="predictive flushing (flush_min 9 < default 13)",
-    ),
-    Case(
-        "t8_flush_min5",
-        {**_GEOM, "num_tokens": 8, "flush_min": 5, "steps": 40},
-        description="T=8 with flush_min 5 < default 9",
     ),
     Case(
         "t4_boundaries",
@@ -66,18 +59,6 @@ CASES: list[Case] = [
             "initial_base": [0, 28, 31, 17, 30, 20],
         },
         description="P = 0, flush_min-1, flush_min, 16; bases that wrap past 31",
-    ),
-    Case(
-        "t8_boundaries",
-        {
-            **_GEOM,
-            "num_tokens": 8,
-            "steps": 12,
-            "accepted": "all",
-            "initial_hist": [0, 8, 9, 16, 16, 8],
-            "initial_base": [31, 26, 30, 17, 0, 24],
-        },
-        description="T=8: P = 0, 8, 9, 16 with wrapping bases",
     ),
     Case(
         "t4_fm9_boundaries",
@@ -98,39 +79,6 @@ CASES: list[Case] = [
         description="per head: no decay, very strong decay, beta -> 0, normal; zero q/k rows",
     ),
     Case(
-        "gqa_ratio1",
-        {**_GEOM, "num_k_heads": 8, "num_tokens": 4, "steps": 30},
-        arms=SERVING_ONLY,
-        description="HV/H = 1",
-    ),
-    Case(
-        "gqa_ratio4",
-        {**_GEOM, "num_k_heads": 2, "num_tokens": 4, "steps": 30},
-        arms=SERVING_ONLY,
-        description="HV/H = 4",
-    ),
-    Case(
-        "vllm_layout_block_strided",
-        {**_GEOM, "num_tokens": 4, "steps": 30, "layout": "vllm", "page_pad_elems": 64},
-        arms=("serving", "bf16"),
-        description="packed q/k/v rows, a/b views (b first), block-strided pools (padding checked)",
-    ),
-    Case(
-        "drift",
-        {
-            "num_requests": 8,
-            "pad_rows": 0,
-            "num_k_heads": 4,
-            "num_v_heads": 8,
-            "num_tokens": 4,
-            "steps": _DRIFT_STEPS,
-            "recycle_prob": 0.0,
-        },
-        kind="drift",
-        cpu=False,
-        description=f"{_DRIFT_STEPS}-step run at batch 8",
-    ),
-    Case(
         "cuda_graph_vs_eager",
         {**_GEOM, "num_tokens": 4, "steps": 10},
         kind="graph_vs_eager",
@@ -142,6 +90,67 @@ CASES: list[Case] = [
         {**_GEOM, "num_tokens": 4, "steps": 10, "misaligned_cursors": True},
         arms=SERVING_ONLY,
         description="index/hist/base int32 tensors 4 bytes into their buffers",
+    ),
+    Case(
+        "t8_random",
+        {**_GEOM, "num_tokens": 8, "steps": 60, "recycle_prob": 0.03},
+        description="T=8, random accepts",
+        unit="t8",
+    ),
+    Case(
+        "t8_flush_min5",
+        {**_GEOM, "num_tokens": 8, "flush_min": 5, "steps": 40},
+        description="T=8 with flush_min 5 < default 9",
+        unit="t8",
+    ),
+    Case(
+        "t8_boundaries",
+        {
+            **_GEOM,
+            "num_tokens": 8,
+            "steps": 12,
+            "accepted": "all",
+            "initial_hist": [0, 8, 9, 16, 16, 8],
+            "initial_base": [31, 26, 30, 17, 0, 24],
+        },
+        description="T=8: P = 0, 8, 9, 16 with wrapping bases",
+        unit="t8",
+    ),
+    Case(
+        "gqa_ratio1",
+        {**_GEOM, "num_k_heads": 8, "num_tokens": 4, "steps": 30},
+        arms=SERVING_ONLY,
+        description="HV/H = 1",
+        unit="ratio1",
+    ),
+    Case(
+        "gqa_ratio4",
+        {**_GEOM, "num_k_heads": 2, "num_tokens": 4, "steps": 30},
+        arms=SERVING_ONLY,
+        description="HV/H = 4",
+        unit="ratio4",
+    ),
+    Case(
+        "vllm_layout_block_strided",
+        {**_GEOM, "num_tokens": 4, "steps": 30, "layout": "vllm", "page_pad_elems": 64},
+        arms=("serving", "bf16"),
+        description="packed q/k/v rows, a/b views (b first), block-strided pools (padding checked)",
+        unit="vllm",
+    ),
+    Case(
+        "drift",
+        {
+            "num_requests": 8,
+            "pad_rows": 0,
+            "num_k_heads": 4,
+            "num_v_heads": 8,
+            "num_tokens": 4,
+            "steps": _DRIFT_STEPS,
+        },
+        kind="drift",
+        cpu=False,
+        description=f"{_DRIFT_STEPS}-step run at batch 8, random accepts",
+        unit="drift",
     ),
     Case(
         "pool_beyond_2pow31",
@@ -158,7 +167,8 @@ CASES: list[Case] = [
         },
         arms=SERVING_ONLY,
         cpu=False,
-        description="24 pages of 2^27 elements per pool (all four), requests on the top pages",
+        description="24 pages of 2^27 elements in each of the four pools, requests on the top ones",
+        unit="huge",
     ),
 ]
 
@@ -175,16 +185,33 @@ def arms_for(case: Case, backend_arms: tuple[str, ...]) -> list[str]:
 
 
 def run_case(
-    handle: KernelHandle, case: Case, seed: int, overrides: dict[str, Any] | None = None
+    handle: KernelHandle,
+    case: Case,
+    seed: int,
+    overrides: dict[str, Any] | None = None,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
-    """Run one case; returns a JSON-able result with "ok", "summary" and (drift) per-step series."""
+    """Run one case; returns a JSON-able result with "ok", "summary" and (drift) per-step series.
+
+    `deadline` (time.monotonic() value) cuts a drift run short; the result then says so.
+    """
     config = HarnessConfig(**{**case.config, **(overrides or {}), "seed": seed})
     if case.kind == "graph_vs_eager":
         return _graph_vs_eager(handle, config)
+    harness = ConformanceHarness(handle, config)
     if case.kind == "drift":
         config.fail_fast = False
-    report = ConformanceHarness(handle, config).run()
+        for _ in range(config.steps):
+            harness.step()
+            if deadline is not None and time.monotonic() > deadline:
+                break
+        report = harness.report
+    else:
+        report = harness.run()
     result: dict[str, Any] = {"ok": report.ok, "summary": report.summary()}
+    if report.ok and len(report.steps) < config.steps:
+        result["ok"] = False
+        result["cut_short"] = f"{len(report.steps)} of {config.steps} steps before the deadline"
     if case.kind == "drift":
         result["series"] = {
             name: {"max": report.metric_series(name, 0), "mean": report.metric_series(name, 1)}
