@@ -90,6 +90,19 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0 if all(row.ok for row in rows) else 1
 
 
+def _cmd_nightly(args: argparse.Namespace) -> int:
+    from tools.rebase_ci.evaluate import STATIC_TEST
+    from tools.rebase_ci.nightly import nightly
+
+    return nightly(
+        default_layout(args.root),
+        args.target,
+        Path(args.out),
+        _test_command(args, STATIC_TEST),
+        rebase=not args.no_rebase,
+    )
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from tools.rebase_ci.report import render
 
@@ -175,6 +188,21 @@ def build_parser() -> argparse.ArgumentParser:
     step = commands.add_parser("bisect-step", help=argparse.SUPPRESS)
     _add_test_options(step, "")
     step.set_defaults(func=_cmd_bisect_step)
+
+    night = commands.add_parser(
+        "nightly",
+        prog=wrapper,
+        help="the rebase job: check TARGET, bisect on failure, rebase on success, summarize",
+        description="Judge the series on TARGET (commit/ref in vllm/); on failure bisect from "
+        "the pinned release's fork point and name the culprit; on success run "
+        "scripts/rebase.sh TARGET. Writes summary.md, nightly.json and the JSON results to "
+        "--out. Exit 1 when the series did not rebase.",
+    )
+    night.add_argument("target", help="commit or ref in vllm/ (e.g. origin/main)")
+    night.add_argument("--out", default=DEFAULT_OUT)
+    night.add_argument("--no-rebase", action="store_true", help="check and bisect only")
+    _add_test_options(night, "Default: static.")
+    night.set_defaults(func=_cmd_nightly)
 
     report = commands.add_parser(
         "report",
