@@ -32,6 +32,9 @@ class Case:
     # Cases sharing a unit share one compiled kernel (same dtypes, T, H, HV, layout, pool strides):
     # the GPU runner gives every (backend, arm, unit) its own process so compiles run in parallel.
     unit: str = "t4"
+    # A backend may refuse this input with a clear exception instead of running it (e.g. an
+    # alignment requirement); silently wrong results still fail.
+    may_reject: bool = False
 
 
 _GEOM = {"num_requests": 6, "pad_rows": 2, "num_k_heads": 4, "num_v_heads": 8}
@@ -90,6 +93,7 @@ CASES: list[Case] = [
         {**_GEOM, "num_tokens": 4, "steps": 10, "misaligned_cursors": True},
         arms=SERVING_ONLY,
         description="index/hist/base int32 tensors 4 bytes into their buffers",
+        may_reject=True,
     ),
     Case(
         "t8_random",
