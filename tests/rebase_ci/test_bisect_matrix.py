@@ -145,3 +145,38 @@ def test_select_versions() -> None:
     assert select_versions(available, "0.33.0", 1, newer=True) == ["0.33.0", "0.34.0", "0.32.0"]
     assert select_versions(available, "0.9.2", 2) == ["0.9.2"]
     assert select_versions(["0.34.0"], "0.33.0", 2, newer=True) == ["0.33.0", "0.34.0"]
+
+
+PATCH_TEXT = """\
+From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+From: A <a@example.com>
+Subject: [Core] Use a helper
+
+Body.
+
+diff --git a/vllm/mod.py b/vllm/mod.py
+--- a/vllm/mod.py
++++ b/vllm/mod.py
+@@ -1 +1 @@
+-x = 1
++x = helper()
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "passes"),
+    [("x = 1\n", True), ("x = helper()\n", False), ("def f(:\n", False)],
+)
+def test_static_test_flags_syntax_errors_and_undefined_names(
+    tmp_path: Path, source: str, passes: bool
+) -> None:
+    from tools.rebase_ci.evaluate import STATIC_TEST, _run_test
+
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "mod.py").write_text(source)
+    patch = tmp_path / "p.patch"
+    patch.write_text(PATCH_TEXT)
+    passed, log = _run_test(STATIC_TEST, tmp_path, patch, "x", 60)
+    assert passed is passes, log
+    if not passes:
+        assert "vllm/mod.py" in log

@@ -39,9 +39,12 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     versions = args.versions
     if not versions:
         offline = os.environ.get("GDN_UCACHE_OFFLINE", "") not in ("", "0")
-        versions = select_versions(
-            available_releases(layout, offline), pinned, args.previous, args.newer
-        )
+        try:
+            releases = available_releases(layout, offline)
+        except Exception as exc:  # pip's index unreachable: judge what is cached, say so
+            print(f"warning: cannot list vLLM releases ({exc}); using the cached sdists")
+            releases = available_releases(layout, offline=True)
+        versions = select_versions(releases, pinned, args.previous, args.newer)
     if pinned not in versions:
         versions = [pinned, *versions]  # the pinned release always decides the exit status
     bases = [*versions, *args.ref]

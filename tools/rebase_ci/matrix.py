@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,8 @@ def available_releases(layout: Layout, offline: bool = False) -> list[str]:
     from pip._internal.cli.cmdoptions import make_target_python
     from pip._internal.commands.download import DownloadCommand
 
+    # pip warns about every find-links/extra-index location without the package; quiet it.
+    logging.getLogger("pip").setLevel(logging.ERROR)
     command = DownloadCommand("download", "list vLLM source releases")
     options, _ = command.parse_args(["--no-deps", "--no-binary", ":all:", "vllm"])
     with command.main_context():
