@@ -388,3 +388,61 @@ def test_rebase_onto_git_ref_keeps_pin(patched: SyntheticProject) -> None:
     # --reset goes back to the pinned base.
     patched.run("apply", "--reset")
     assert not (patched.vllm / "vllm" / "other.py").exists()
+
+
+def test_target_matches_git_on_awkward_diffs(project: SyntheticProject, tmp_path: Path) -> None:
+    """No final newline, CRLF, form feed, deletion, new executable file: same bytes as git."""
+    project.commit_on_series(
+        "[Misc] Awkward base files\n\nSet up files that diff tools get wrong.\n\n"
+        "Upstream-PR: none (test)\nDrop-when: never\nSigned-off-by: A <a@b.c>",
+        {
+            "vllm/nonl.py": "x = 1\ny = 2",
+            "vllm/crlf.py": "a = 1\r\nb = 2\r\n",
+            "vllm/ff.py": "def f():\n    pass\n\x0c\ndef g():\n    pass\n",
+            "vllm/gone.py": "DEAD = True\n",
+        },
+    )
+    project.git("update-ref", "refs/gdn-ucache/base", "HEAD")
+    base_files = {
+        name: (project.vllm / name).read_bytes()
+        for name in project.git("ls-files", "vllm").splitlines()
+    }
+    project.git("rm", "--quiet", "vllm/gone.py")
+    (project.vllm / "vllm" / "nonl.py").write_text("x = 1\ny = 3")
+    (project.vllm / "vllm" / "crlf.py").write_bytes(b"a = 1\r\nb = 3\r\n")
+    (project.vllm / "vllm" / "ff.py").write_text(
+        "def f():\n    pass\n\x0c\ndef g():\n    return 1\n"
+    )
+    tool = project.vllm / "vllm" / "tool.sh"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    project.git("add", "-A")
+    project.git(
+        "commit",
+        "--quiet",
+        "-m",
+        "[Misc] Awkward edits\n\nEdits them.\n\n"
+        "Upstream-PR: none (test)\nDrop-when: never\nSigned-off-by: A <a@b.c>",
+    )
+    project.run("export")
+    site = tmp_path / "site"
+    for name, data in base_files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_bytes(data)
+    # Only the last patch is "the series" here: the base files are already in site.
+    series = project.patches / "series"
+    sorted_names = [path.name for path in read_series(project.patches)]
+    series.write_text(sorted_names[-1] + "\n")
+    project.run("apply", "--target", str(site), "--force")
+    for name in project.git("ls-files", "vllm").splitlines():
+        assert (site / name).read_bytes() == (project.vllm / name).read_bytes(), name
+    assert not (site / "vllm" / "gone.py").exists()
+    assert (site / "vllm" / "tool.sh").stat().st_mode & 0o111
+    assert "already applied" in project.run("apply", "--target", str(site), "--force").stdout
+    # And git am reproduces the same tree from the exported file (CRLF kept).
+    from tools.series.apply import am_one
+
+    project.git("checkout", "--quiet", "-b", "round-trip", "gdn-ucache~1")
+    applied, output = am_one(project.vllm, project.patches / sorted_names[-1])
+    assert applied, output
+    assert project.tree("round-trip") == project.tree("gdn-ucache")

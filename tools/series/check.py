@@ -92,7 +92,7 @@ def check_against_branch(layout: Layout) -> list[str]:
         return [f"branch {SERIES_BRANCH} does not exist in {repo}"]
     with tempfile.TemporaryDirectory(prefix="series-check-") as scratch:
         fresh = format_series(repo, series_base(layout, repo), tip, Path(scratch))
-    committed = [(p.name, p.read_text()) for p in read_series(layout.patches_dir)]
+    committed = [(p.name, p.read_bytes().decode("utf-8")) for p in read_series(layout.patches_dir)]
     if [n for n, _ in fresh] != [n for n, _ in committed]:
         return [
             f"patches/series ({[n for n, _ in committed]}) differs from branch {SERIES_BRANCH} "
@@ -123,7 +123,7 @@ def check_patches(layout: Layout, against_branch: bool = False) -> int:
         except SeriesError as exc:
             problems.append(str(exc))
             continue
-        found = check_patch(patch, path.read_text(encoding="utf-8"))
+        found = check_patch(patch, path.read_bytes().decode("utf-8"))
         problems += [f"{path.name}: {problem}" for problem in found]
         print(f"{path.name}: {'ok' if not found else f'{len(found)} problem(s)'}")
     if against_branch:

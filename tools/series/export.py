@@ -68,7 +68,7 @@ def format_series(repo: Path, base: str, tip: str, out_dir: Path) -> list[tuple[
         while name in used:
             name, number = f"{stem}-{number}.patch", number + 1
         used.add(name)
-        patches.append((name, clean_patch_text(path.read_text(encoding="utf-8"))))
+        patches.append((name, clean_patch_text(path.read_bytes().decode("utf-8"))))
     return patches
 
 
@@ -89,9 +89,9 @@ def export_series(layout: Layout) -> list[str]:
         target = layout.patches_dir / name
         state = "new"
         if target.is_file():
-            state = "unchanged" if target.read_text(encoding="utf-8") == text else "updated"
+            state = "unchanged" if target.read_bytes() == text.encode("utf-8") else "updated"
         if state != "unchanged":
-            target.write_text(text, encoding="utf-8")
+            target.write_bytes(text.encode("utf-8"))
         print(f"{name}: {state}")
     new_names = [name for name, _ in patches]
     for name in old_names:

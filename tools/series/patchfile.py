@@ -77,7 +77,8 @@ def _decode_header(value: str) -> str:
 def parse_patch(path: Path) -> PatchFile:
     """Parse one format-patch file; raise SeriesError naming the file if it is corrupt."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # Bytes, not read_text: universal newlines would drop the \r of CRLF lines.
+        text = path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SeriesError(f"{path.name}: cannot read it: {exc}") from exc
     lines = text.split("\n")

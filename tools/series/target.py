@@ -129,6 +129,14 @@ def parse_diff(text: str, source: str, allow_binary: bool = False) -> list[FileD
     return files
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines with their endings, split on "\\n" only, as diff does (str.splitlines would
+    also split on form feeds and other separators and keep CRLF apart from git's view)."""
+    lines = text.split("\n")
+    tail = lines.pop()
+    return [line + "\n" for line in lines] + ([tail] if tail else [])
+
+
 def _find(
     lines: list[str], needle: list[str], hint: int, at_start: bool, at_end: bool
 ) -> int | None:
@@ -205,7 +213,7 @@ def _current_lines(site: Path, rel: str, pending: dict[str, list[str] | None]) -
     if rel in pending:
         return pending[rel]
     path = site / rel
-    return path.read_text(encoding="utf-8").splitlines(keepends=True) if path.is_file() else None
+    return split_lines(path.read_bytes().decode("utf-8")) if path.is_file() else None
 
 
 def _forward(current: list[str] | None, diff: FileDiff) -> object:
@@ -303,7 +311,7 @@ def apply_to_target(layout: Layout, target: str, force: bool = False, dry_run: b
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(path.name + ".gdn-ucache.tmp")
-        temporary.write_text("".join(lines), encoding="utf-8")
+        temporary.write_bytes("".join(lines).encode("utf-8"))
         mode = modes.get(rel)
         if mode:
             os.chmod(temporary, 0o755 if mode.endswith("755") else 0o644)
