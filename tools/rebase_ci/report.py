@@ -36,6 +36,10 @@ def _cell(cell: dict) -> str:
     return text
 
 
+def _count(patches: int) -> str:
+    return f"{patches} patch" if patches == 1 else f"{patches} patches"
+
+
 def _column_title(row: dict) -> str:
     name = f"vLLM {row['base']}" if row["kind"] == "version" else f"`{_escape(row['base'])}`"
     return name + (" (pinned)" if row["pinned"] else "")
@@ -45,7 +49,7 @@ def matrix_markdown(data: dict) -> str:
     """Markdown for a version-matrix JSON (see tools/rebase_ci/matrix.py)."""
     rows = data["rows"]
     lines = [
-        f"### gdn-ucache series vs vLLM releases ({len(data['series'])} patches, "
+        f"### gdn-ucache series vs vLLM releases ({_count(len(data['series']))}, "
         f"pinned {data['pinned']})",
         "",
     ]
