@@ -171,7 +171,13 @@ def import_sdist(repo: Path, sdist: Path, version: str) -> str:
     commit is deterministic: fixed identity, date = newest mtime in the archive, fixed message.
     """
     top = f"vllm-{version}"
-    staging = Path(tempfile.mkdtemp(prefix="vllm-import-", dir=repo.parent))
+    if not is_repo(repo):
+        repo.mkdir(exist_ok=True)
+        git(repo, "init", "--quiet", "--object-format=sha1")
+    # Extract inside vllm/.git: same file system, invisible to both work trees, and an
+    # interrupted run leaves no clutter in the project.
+    git_dir = Path(git_out(repo, "rev-parse", "--absolute-git-dir"))
+    staging = Path(tempfile.mkdtemp(prefix="sdist-import-", dir=git_dir))
     try:
         with tarfile.open(sdist, "r:gz") as archive:
             members = _safe_members(archive, top)
@@ -181,15 +187,12 @@ def import_sdist(repo: Path, sdist: Path, version: str) -> str:
             else:  # Python < 3.11.4: members were already checked by _safe_members
                 archive.extractall(staging, members=members)
         upstream_commit = _read_commit_id(staging)
-        if not is_repo(repo):
-            repo.mkdir(exist_ok=True)
-            git(repo, "init", "--quiet", "--object-format=sha1")
         # Index the sdist's files without touching repo's checkout: a separate work tree
         # and index, everything added with force (sdists carry .gitignore files that would
         # otherwise hide some of their own files).
         index = staging.parent / f"{staging.name}.index"
         env = {
-            "GIT_DIR": git_out(repo, "rev-parse", "--absolute-git-dir"),
+            "GIT_DIR": str(git_dir),
             "GIT_WORK_TREE": str(staging),
             "GIT_INDEX_FILE": str(index),
         }
