@@ -90,3 +90,66 @@ def test_vllm_series_tests_under_triton_interpreter(series_tree: Path, test_file
     tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
     assert result.returncode == 0, f"vLLM tests failed under TRITON_INTERPRET=1:\n{tail}"
     assert " passed" in result.stdout, tail
+
+
+ADAPTER_CHECK = """
+import torch
+from pathlib import Path
+from kernels.reference import replay
+from kernels.reference.backends import load_module_by_path
+
+adapter = load_module_by_path(Path("tests/series/triton_baseline_adapter.py"), {}, "cpu")
+gen = torch.Generator().manual_seed(0)
+B, T, H, HV, K, V, SLOTS = 4, 4, 1, 2, 16, 16, 6
+
+
+def randn(*shape, std=1.0):
+    return torch.randn(*shape, generator=gen) * std
+
+
+x = dict(
+    A_log=torch.rand(HV, generator=gen) - 2, a=randn(B, T, HV), dt_bias=randn(HV, std=0.5),
+    q=randn(B, T, H, K), k=randn(B, T, H, K), v=randn(B, T, HV, V, std=0.5), b=randn(B, T, HV),
+)
+pool = randn(SLOTS, HV, V, K, std=0.3)
+k_ring = torch.nn.functional.normalize(randn(SLOTS, H, 32, K), dim=-1)
+u_ring = randn(SLOTS, HV, 32, V, std=0.3)
+g_ring = -(torch.rand(SLOTS, HV, 32, generator=gen) * 0.1).cumsum(-1)
+# empty window on slot 0 (legal), the largest verify window, a wrapping flush, a pad row
+hist = torch.tensor([0, 12, 14, 5], dtype=torch.int32)
+base = torch.tensor([3, 28, 30, 0], dtype=torch.int32)
+idx = torch.tensor([0, 2, 4, -1], dtype=torch.int32)
+results = []
+for fn in (replay.gated_delta_rule_mtp_ucache_flush, adapter.gated_delta_rule_mtp_ucache_flush):
+    state = [t.clone() for t in (pool, k_ring, u_ring, g_ring)]
+    out = torch.full((B, T, HV, V), float("nan"))
+    fn(x["A_log"], x["a"], x["dt_bias"], q=x["q"], k=x["k"], v=x["v"], b=x["b"],
+       initial_state_source=state[0], initial_state_indices=idx, k_cache=state[1],
+       u_cache=state[2], g_cache=state[3], hist_len=hist.clone(), cache_base=base.clone(),
+       flush_min=13, restart_hist_on_flush=False, output=out)
+    results.append((out, state))
+(ref_out, ref_state), (out, state) = results
+assert out[3].isnan().all(), "pad row output must stay untouched"
+torch.testing.assert_close(out[:3], ref_out[:3], atol=1e-5, rtol=1e-5)
+for ref, got in zip(ref_state, state):
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5, equal_nan=True)
+print("adapter matches the oracle")
+"""
+
+
+def test_triton_adapter_matches_oracle(series_tree: Path) -> None:
+    env = dict(
+        os.environ,
+        TRITON_INTERPRET="1",
+        GDN_SERIES_VLLM_ROOT=str(series_tree),
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", ADAPTER_CHECK],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
