@@ -194,37 +194,59 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             read_only_args=[a[0], a[1], a[2], a[3], b[0], b[1], c[0], c[1], c[2], c[3]],
         )
 
-    def build_bx(xs: Any, g4: Any, c4: Any, NXP: int, dt: torch.dtype) -> list:
-        """B fragments of x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4, packed in dtype dt."""
-        frags = []
+    def build_bx(xs: Any, g4: Any, c4: Any, NXP: int, dt: torch.dtype, split: bool) -> tuple:
+        """B fragments of x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4, packed in dtype dt.
+
+        With split, also the residuals x - round(x) (a second 16-bit "lo" operand): two MMAs then
+        give the product with x at ~fp32 precision (the state stays exactly as stored).
+        """
+        his, los = [], []
         for nt in range(NXP // 8):
-            regs = []
+            hi_regs, lo_regs = [], []
             for i in range(4):
                 cb = (nt * 8 + g4) * K_DIM + c4 * 8 + 32 * i
                 for e in range(4):
-                    regs.append(pack2(xs[cb + 2 * e], xs[cb + 2 * e + 1], dt))
-            frags.append(regs)
-        return frags
+                    x0, x1 = xs[cb + 2 * e], xs[cb + 2 * e + 1]
+                    hi = pack2(x0, x1, dt)
+                    hi_regs.append(hi)
+                    if split:
+                        r0, r1 = unpack2(hi, dt)
+                        lo_regs.append(pack2(x0 - r0, x1 - r1, dt))
+            his.append(hi_regs)
+            los.append(lo_regs)
+        return his, los
 
     def small_mma(
-        rows_s: Any, row_stride: int, dt: torch.dtype, bfr_all: list, g4: Any, c4: Any, NXP: int
+        rows_s: Any, row_stride: int, dt: torch.dtype, bx_hl: tuple, g4: Any, c4: Any, NXP: int,
+        split_a: bool,
     ) -> list:
-        """[16 rows of an fp32 smem tile] x [x_0..x_{NXP-1}]^T with the same K-permutation."""
+        """[16 rows of an fp32 smem tile] x [x_0..x_{NXP-1}]^T with the same K-permutation.
+
+        B is (hi, lo) split when bx_hl carries lo fragments; split_a also splits A (3 MMAs).
+        """
+        b_hi, b_lo = bx_hl
         accs = []
         for nt in range(NXP // 8):
             acc = [Float32(0.0)] * 4
             for ks in range(8):
                 i, h = ks // 2, ks % 2
                 col = c4 * 8 + 32 * i + 4 * h
-                afr = []
+                a_hi, a_lo = [], []
                 for q_ in range(4):
                     r_ = g4 + 8 * (q_ % 2)
                     cc = col + 2 * (q_ // 2)
-                    afr.append(
-                        pack2(rows_s[r_ * row_stride + cc], rows_s[r_ * row_stride + cc + 1], dt)
-                    )
-                bfr = [bfr_all[nt][4 * i + 2 * h], bfr_all[nt][4 * i + 2 * h + 1]]
-                acc = list(mma16816(dt, afr, bfr, acc))
+                    x0, x1 = rows_s[r_ * row_stride + cc], rows_s[r_ * row_stride + cc + 1]
+                    hi = pack2(x0, x1, dt)
+                    a_hi.append(hi)
+                    if split_a:
+                        r0, r1 = unpack2(hi, dt)
+                        a_lo.append(pack2(x0 - r0, x1 - r1, dt))
+                w0, w1 = 4 * i + 2 * h, 4 * i + 2 * h + 1
+                acc = list(mma16816(dt, a_hi, [b_hi[nt][w0], b_hi[nt][w1]], acc))
+                if b_lo[nt]:
+                    acc = list(mma16816(dt, a_hi, [b_lo[nt][w0], b_lo[nt][w1]], acc))
+                if split_a:
+                    acc = list(mma16816(dt, a_lo, [b_hi[nt][w0], b_hi[nt][w1]], acc))
             accs.append(acc)
         return accs
 
@@ -287,6 +309,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             ring_dtype: torch.dtype,
             stochastic_rounding: bool = False,
             pdl_trigger: bool = False,
+            xsplit: bool = True,
+            mbp: int = 0,
+            skip: tuple = (),
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -302,6 +327,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
             self.sr = stochastic_rounding and st_dtype in (torch.bfloat16, torch.float16)
             self.pdl = pdl_trigger
+            self.xsplit = xsplit
+            self.mbp = mbp
+            self.skip = frozenset(skip)  # timing knock-outs (results are wrong): never in production
 
         @cute.jit
         def __call__(
@@ -383,6 +411,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 grid=(V_DIM_C // self.BV, self.HV, batch),
                 block=(THREADS, 1, 1),
                 stream=stream,
+                min_blocks_per_mp=self.mbp,
             )
 
         @cute.kernel
@@ -459,7 +488,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     rp0 = st_head + Int64((v0 + tile_ld * 16 + g4 + 8 * rr) * K_DIM + c4 * 8)
                     chunks = []
                     for i in cutlass.range_constexpr(4):
-                        chunks.append(ldg_v4(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32)))
+                        if cutlass.const_expr("state" in self.skip):
+                            chunks.append((Int32(0),) * 4)
+                        else:
+                            chunks.append(
+                                ldg_v4(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32))
+                            )
                     sa_t.append(chunks)
                 sa_tiles.append(sa_t)
 
@@ -620,15 +654,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # ---- phase 3: B fragments of [k^; q^]; window scores and Grams with mma.sync -------
             # Thread (g4, c4) holds x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4 (the same K-permutation
             # as its state fragments), packed in the state dtype (and the ring dtype if different).
-            bx = build_bx(xs, g4, c4, NXP, self.st)
+            bx = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
             if cutlass.const_expr(self.ring == self.st):
                 bx_ring = bx
             else:
-                bx_ring = build_bx(xs, g4, c4, NXP, self.ring)
+                bx_ring = build_bx(xs, g4, c4, NXP, self.ring, self.xsplit)
 
             if warp == 0:
                 # sw[j, n] = w_j (kc_j . x_n); rows j >= P are zero in kcs and w.
-                sc_acc = small_mma(kcs, KP, self.ring, bx_ring, g4, c4, NXP)
+                sc_acc = small_mma(kcs, KP, self.ring, bx_ring, g4, c4, NXP, False)
                 for nt in cutlass.range_constexpr(NXP // 8):
                     for e in cutlass.range_constexpr(4):
                         n = nt * 8 + 2 * c4 + (e % 2)
@@ -638,7 +672,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             if warp == 1:
                 # Gram of [k^; q^] against k^: A_sr = beta_s Gamma_sr (k_s . k_r) for r < s,
                 # C_sr = Gamma_sr (q_s . k_r) for r <= s; Gamma from cumulative-sum differences.
-                gr_acc = small_mma(xs, K_DIM, self.st, bx, g4, c4, NXP)
+                gr_acc = small_mma(xs, K_DIM, self.st, bx, g4, c4, NXP, self.xsplit)
                 for e in cutlass.range_constexpr(4):
                     n = 2 * c4 + (e % 2)
                     xr = g4 + 8 * (e // 2)
@@ -665,7 +699,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     sa = sa_tiles[ti]
                     for nt in cutlass.range_constexpr(NXP // 8):
                         d = [Float32(0.0)] * 4
-                        for ks in cutlass.range_constexpr(8):
+                        for ks in cutlass.range_constexpr(0 if "proj" in self.skip else 8):
                             i, h = ks // 2, ks % 2
                             afr = [
                                 sa[0][i][2 * h],
@@ -673,15 +707,17 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 sa[0][i][2 * h + 1],
                                 sa[1][i][2 * h + 1],
                             ]
-                            bfr = [bx[nt][4 * i + 2 * h], bx[nt][4 * i + 2 * h + 1]]
-                            d = list(mma16816(self.st, afr, bfr, d))
+                            w0, w1 = 4 * i + 2 * h, 4 * i + 2 * h + 1
+                            d = list(mma16816(self.st, afr, [bx[0][nt][w0], bx[0][nt][w1]], d))
+                            if cutlass.const_expr(self.xsplit):
+                                d = list(mma16816(self.st, afr, [bx[1][nt][w0], bx[1][nt][w1]], d))
                         for e in cutlass.range_constexpr(4):
                             n = nt * 8 + 2 * c4 + (e % 2)
                             lr = lr0 + 8 * (e // 2)
                             if n < NX:
                                 ds[lr * DSP + n] = d[e]
 
-                    if is_flush:
+                    if is_flush and cutlass.const_expr("fold" not in self.skip):
                         # A = (w_j u_j)[row, j] rounded to the ring dtype; C = e^{G*} S0.
                         afold = []
                         for rr_j in cutlass.range_constexpr(4):
@@ -750,7 +786,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             cute.arch.sync_threads()
 
             # ---- phase 5: per value row: history, residual, solve, outputs, u appends ----------
-            if tid < BV:
+            if tid < BV and cutlass.const_expr("epi" not in self.skip):
                 lv = tid
                 hx = []
                 for n in cutlass.range_constexpr(NX):
@@ -834,6 +870,9 @@ def compile_variant(
     from cutlass.cute.runtime import make_ptr
 
     arch = arch or os.environ.get("CUTE_DSL_ARCH", "")
+    xsplit = os.environ.get("GDN_UCACHE_XSPLIT", "1") != "0"
+    mbp = int(os.environ.get("GDN_UCACHE_MBP", "0"))
+    skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     key = (
         "ucache-gdnu-v1",
         str(io_dtype),
@@ -845,13 +884,17 @@ def compile_variant(
         BV,
         bool(stochastic_rounding),
         bool(pdl_trigger),
+        xsplit,
+        mbp,
+        skip,
         arch,
     )
     fn = _CACHE.get(key)
     if fn is not None:
         return fn
     kern = _kernel_class()(
-        T, H, HV, BV, io_dtype, st_dtype, ring_dtype, stochastic_rounding, pdl_trigger
+        T, H, HV, BV, io_dtype, st_dtype, ring_dtype, stochastic_rounding, pdl_trigger,
+        xsplit, mbp, skip,
     )
 
     def cdt(dt: torch.dtype) -> type:
