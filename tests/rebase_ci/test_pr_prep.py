@@ -110,3 +110,13 @@ def test_stack_titles_follow_vllm_rule() -> None:
     assert [pr.name for pr in stack] == ["triton-replayssm", "ucache"]
     assert all(SUBJECT_RE.match(pr.title) for pr in stack)
     assert stack[0].upstream_prs == [48792, 49887] and stack[1].upstream_prs == [50380]
+
+
+def test_pr_prep_fails_when_lint_cannot_pass(grown: GrownUpstream, tmp_path: Path) -> None:
+    # The synthetic upstream has no .pre-commit-config.yaml, so vLLM's lint cannot run there:
+    # that must not pass as lint-clean.
+    result = run_tool(grown.project, "pr-prep", "--out", str(tmp_path))
+    assert result.returncode == 1
+    assert "not lint-clean" in result.stderr and "pr/1-triton-replayssm" in result.stderr
+    # The branches are still there to inspect.
+    assert "pr/2-ucache" in grown.project.git("branch", "--list", "pr/*")

@@ -157,8 +157,8 @@ def _lint(view: Layout, files: list[str]) -> tuple[bool, str]:
     python_or_text = [f for f in files if (view.vllm_dir / f).is_file()]
     try:
         status = lint_vllm(view, files=python_or_text)
-    except SeriesError as exc:
-        return False, f"not run: {exc}"
+    except (SeriesError, OSError) as exc:  # e.g. no .pre-commit-config.yaml in the base
+        return False, f"vLLM lint not run: {exc}"
     return status == 0, "vLLM lint (ruff, ruff format, typos, SPDX, forbidden imports): " + (
         "clean" if status == 0 else "FAILED"
     )
@@ -209,7 +209,18 @@ def describe(
         lines += ["", "```bash", f".venv/bin/python -m pytest {' '.join(tests)} -v", "```", ""]
     else:
         lines += ["No tests added or changed by this PR.", ""]
-    lines += [f"- {lint}", ""]
+    lines += [f"- {lint}"]
+    numstat = git_out(repo, "diff", "--numstat", start, commits[-1]) if commits else ""
+    core = sum(
+        int(added) + int(removed)
+        for added, removed, path in (line.split("\t", 2) for line in numstat.splitlines())
+        if added != "-" and not path.startswith(("tests/", "benchmarks/")) and "/ops/" not in path
+    )
+    lines += [
+        f"- size: {core} changed lines outside tests, benchmarks and kernel ops "
+        "(vLLM expects an RFC above 500)",
+        "",
+    ]
     table = latest_results_table(root, pr.results)
     if table:
         source, text = table
@@ -220,9 +231,15 @@ def describe(
     lines += [
         "## Duplicate-work check (vLLM AGENTS.md)",
         "",
-        f"This continues upstream {upstream or 'work'} rather than competing with it; credit is "
-        "kept in `Co-authored-by:`/`Signed-off-by:` trailers. Before pushing, from a machine "
-        "that reaches GitHub (fail closed: do not push if a newer equivalent PR exists):",
+        f"This continues upstream {upstream or 'work'} rather than competing with it; "
+        + (
+            "credit is kept in the commits' `Co-authored-by:` trailers. "
+            if coauthors
+            else "**no commit has a `Co-authored-by:` trailer yet: add credit for the upstream "
+            "authors before pushing.** "
+        )
+        + "Before pushing, from a machine that reaches GitHub (fail closed: do not push if a "
+        "newer equivalent PR exists):",
         "",
         "```bash",
         'gh pr list --repo vllm-project/vllm --state all --search "ReplaySSM GDN"',
@@ -283,6 +300,7 @@ def prepare_prs(
     summary: dict = {"base": base_commit, "prs": [], "downstream": [p.name for p in downstream]}
     for patch in downstream:
         log(f"stays downstream (no stack PR in its Upstream-PR): {patch.name}")
+    lint_failures: list[str] = []
     with scratch_view(layout, base_commit, "pr-base") as view:
         scratch = view.vllm_dir
         git(scratch, "checkout", "--quiet", "--force", base_branch_for("pr-base"))
@@ -318,7 +336,7 @@ def prepare_prs(
                 _lint(view, files.splitlines()) if lint else (True, "vLLM lint: not run")
             )
             if lint and not lint_ok:
-                log(f"warning: PR {pr.number} ({pr.name}): {lint_text}")
+                lint_failures.append(f"PR {pr.number} ({pr.branch}): {lint_text}")
             text = describe(
                 pr, stack, scratch, base_commit, commits, layout.root, lint_text, base_is_sdist
             )
@@ -343,6 +361,11 @@ def prepare_prs(
             git(repo, "fetch", "--quiet", "--no-tags", str(scratch), *branches)
     summary["generated"] = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     (out_dir / "pr-prep.json").write_text(json.dumps(summary, indent=1) + "\n")
+    if lint_failures:
+        raise SeriesError(
+            "not lint-clean (branches and descriptions were written for inspection; fix on the "
+            "series branch, scripts/export.sh, run again):\n  " + "\n  ".join(lint_failures)
+        )
     log(
         f"push with: git -C {repo} push <your fork> "
         + " ".join(p["branch"] for p in summary["prs"])
