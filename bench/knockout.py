@@ -24,6 +24,9 @@ VARIANTS = {
     "base": {},
     "nosplit": {"GDN_UCACHE_XSPLIT": "0"},
     "mbp4": {"GDN_UCACHE_MBP": "4"},
+    "bsmem": {"GDN_UCACHE_BSMEM": "1"},
+    "bs+mbp4": {"GDN_UCACHE_BSMEM": "1", "GDN_UCACHE_MBP": "4"},
+    "bs+mbp5": {"GDN_UCACHE_BSMEM": "1", "GDN_UCACHE_MBP": "5"},
     "bv16": {"GDN_UCACHE_BV": "16"},
     "bv32": {"GDN_UCACHE_BV": "32"},
     "bv64": {"GDN_UCACHE_BV": "64"},
@@ -34,7 +37,7 @@ VARIANTS = {
     "-fold": {"GDN_UCACHE_SKIP": "fold"},
     "-all": {"GDN_UCACHE_SKIP": "state,proj,epi,fold"},
 }
-KNOBS = ("GDN_UCACHE_XSPLIT", "GDN_UCACHE_MBP", "GDN_UCACHE_BV", "GDN_UCACHE_SKIP")
+KNOBS = ("GDN_UCACHE_XSPLIT", "GDN_UCACHE_MBP", "GDN_UCACHE_BV", "GDN_UCACHE_SKIP", "GDN_UCACHE_BSMEM")
 
 
 def main() -> int:

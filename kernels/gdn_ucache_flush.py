@@ -311,6 +311,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             pdl_trigger: bool = False,
             xsplit: bool = True,
             mbp: int = 0,
+            bsmem: bool = False,
             skip: tuple = (),
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
@@ -328,6 +329,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.sr = stochastic_rounding and st_dtype in (torch.bfloat16, torch.float16)
             self.pdl = pdl_trigger
             self.xsplit = xsplit
+            self.bsmem = bsmem
             self.mbp = mbp
             self.skip = frozenset(skip)  # timing knock-outs (results are wrong): never in production
 
@@ -533,6 +535,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 smem.allocate_array(Float32, BV * DSP, byte_alignment=16),
                 cute.make_layout(BV * DSP),
             )
+            xb = cute.make_tensor(
+                smem.allocate_array(Int32, (NXP // 8) * 2 * 16 * 32 if self.bsmem else 4, byte_alignment=16),
+                cute.make_layout((NXP // 8) * 2 * 16 * 32 if self.bsmem else 4),
+            )
             vs = cute.make_tensor(
                 smem.allocate_array(Float32, T * BV, byte_alignment=16), cute.make_layout(T * BV)
             )
@@ -654,14 +660,31 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # ---- phase 3: B fragments of [k^; q^]; window scores and Grams with mma.sync -------
             # Thread (g4, c4) holds x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4 (the same K-permutation
             # as its state fragments), packed in the state dtype (and the ring dtype if different).
-            bx = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
-            if cutlass.const_expr(self.ring == self.st):
-                bx_ring = bx
+            if cutlass.const_expr(self.bsmem):
+                # Fragments staged once per CTA in smem (word-major, lane-minor: conflict-free),
+                # instead of 16-32 registers per thread for the whole projection.
+                for it in cutlass.range_constexpr((NXP // 8) * 2 * 16 * 32 // THREADS):
+                    eidx = tid + THREADS * it
+                    ln = eidx % 32
+                    wd_ = (eidx // 32) % 16
+                    hl_ = (eidx // 512) % 2
+                    ntb = eidx // 1024
+                    colb = (ln % 4) * 8 + 32 * (wd_ // 4) + 2 * (wd_ % 4)
+                    nb = ntb * 8 + ln // 4
+                    xa0 = xs[nb * K_DIM + colb]
+                    xa1 = xs[nb * K_DIM + colb + 1]
+                    hib = pack2(xa0, xa1, self.st)
+                    ra0, ra1 = unpack2(hib, self.st)
+                    lob = pack2(xa0 - ra0, xa1 - ra1, self.st)
+                    xb[eidx] = cutlass.select_(hl_ == 0, hib, lob)
+                cute.arch.sync_threads()
+                bx = None
             else:
-                bx_ring = build_bx(xs, g4, c4, NXP, self.ring, self.xsplit)
+                bx = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
 
             if warp == 0:
                 # sw[j, n] = w_j (kc_j . x_n); rows j >= P are zero in kcs and w.
+                bx_ring = build_bx(xs, g4, c4, NXP, self.ring, self.xsplit)
                 sc_acc = small_mma(kcs, KP, self.ring, bx_ring, g4, c4, NXP, False)
                 for nt in cutlass.range_constexpr(NXP // 8):
                     for e in cutlass.range_constexpr(4):
@@ -672,7 +695,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             if warp == 1:
                 # Gram of [k^; q^] against k^: A_sr = beta_s Gamma_sr (k_s . k_r) for r < s,
                 # C_sr = Gamma_sr (q_s . k_r) for r <= s; Gamma from cumulative-sum differences.
-                gr_acc = small_mma(xs, K_DIM, self.st, bx, g4, c4, NXP, self.xsplit)
+                bx_st = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
+                gr_acc = small_mma(xs, K_DIM, self.st, bx_st, g4, c4, NXP, self.xsplit)
                 for e in cutlass.range_constexpr(4):
                     n = 2 * c4 + (e % 2)
                     xr = g4 + 8 * (e // 2)
@@ -708,9 +732,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 sa[1][i][2 * h + 1],
                             ]
                             w0, w1 = 4 * i + 2 * h, 4 * i + 2 * h + 1
-                            d = list(mma16816(self.st, afr, [bx[0][nt][w0], bx[0][nt][w1]], d))
+                            if cutlass.const_expr(self.bsmem):
+                                bh = [xb[((nt * 2) * 16 + w) * 32 + lane] for w in (w0, w1)]
+                                bl = [xb[((nt * 2 + 1) * 16 + w) * 32 + lane] for w in (w0, w1)]
+                            else:
+                                bh = [bx[0][nt][w0], bx[0][nt][w1]]
+                                bl = [bx[1][nt][w0], bx[1][nt][w1]] if self.xsplit else None
+                            d = list(mma16816(self.st, afr, bh, d))
                             if cutlass.const_expr(self.xsplit):
-                                d = list(mma16816(self.st, afr, [bx[1][nt][w0], bx[1][nt][w1]], d))
+                                d = list(mma16816(self.st, afr, bl, d))
                         for e in cutlass.range_constexpr(4):
                             n = nt * 8 + 2 * c4 + (e % 2)
                             lr = lr0 + 8 * (e // 2)
@@ -788,13 +818,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # ---- phase 5: per value row: history, residual, solve, outputs, u appends ----------
             if tid < BV and cutlass.const_expr("epi" not in self.skip):
                 lv = tid
-                hx = []
-                for n in cutlass.range_constexpr(NX):
-                    hx.append(eg_star * ds[lv * DSP + n])
+                # history term: four independent partial sums keep the FMA chains short
+                parts = [[Float32(0.0)] * NX for _ in range(4)]
                 for j in cutlass.range_constexpr(16):
                     uj = uws[j * BV + lv]
                     for n in cutlass.range_constexpr(NX):
-                        hx[n] = hx[n] + uj * sw[j * NX + n]
+                        parts[j % 4][n] = parts[j % 4][n] + uj * sw[j * NX + n]
+                hx = []
+                for n in cutlass.range_constexpr(NX):
+                    hist_n = (parts[0][n] + parts[1][n]) + (parts[2][n] + parts[3][n])
+                    hx.append(eg_star * ds[lv * DSP + n] + hist_n)
                 us = []
                 o_row = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0 + lv))
                 u_row = uc_head + Int64(lv)
@@ -872,6 +905,7 @@ def compile_variant(
     arch = arch or os.environ.get("CUTE_DSL_ARCH", "")
     xsplit = os.environ.get("GDN_UCACHE_XSPLIT", "1") != "0"
     mbp = int(os.environ.get("GDN_UCACHE_MBP", "0"))
+    bsmem = os.environ.get("GDN_UCACHE_BSMEM", "0") == "1"
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     key = (
         "ucache-gdnu-v1",
@@ -886,6 +920,7 @@ def compile_variant(
         bool(pdl_trigger),
         xsplit,
         mbp,
+        bsmem,
         skip,
         arch,
     )
@@ -894,7 +929,7 @@ def compile_variant(
         return fn
     kern = _kernel_class()(
         T, H, HV, BV, io_dtype, st_dtype, ring_dtype, stochastic_rounding, pdl_trigger,
-        xsplit, mbp, skip,
+        xsplit=xsplit, mbp=mbp, bsmem=bsmem, skip=skip,
     )
 
     def cdt(dt: torch.dtype) -> type:
