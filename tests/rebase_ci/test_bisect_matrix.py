@@ -180,3 +180,15 @@ def test_static_test_flags_syntax_errors_and_undefined_names(
     assert passed is passes, log
     if not passes:
         assert "vllm/mod.py" in log
+
+
+def test_matrix_takes_git_refs_and_report_renders_it(grown: GrownUpstream, tmp_path: Path) -> None:
+    result, data, out = _matrix(grown, tmp_path, "1.0.0", "--ref", "upstream-main", "--no-test")
+    assert result.returncode == 0, result.stdout + result.stderr
+    ref_row = data["rows"][1]
+    assert (ref_row["base"], ref_row["kind"]) == ("upstream-main", "ref")
+    assert [c["status"] for c in ref_row["cells"]] == ["applies", "conflicts", "blocked"]
+    report = run_tool(grown.project, "report", str(out / "version-matrix.json"))
+    assert report.returncode == 0, report.stderr
+    assert report.stdout == (out / "version-matrix.md").read_text()
+    assert "| patch | vLLM 1.0.0 (pinned) | `upstream-main` |" in report.stdout
