@@ -192,3 +192,16 @@ def test_matrix_takes_git_refs_and_report_renders_it(grown: GrownUpstream, tmp_p
     assert report.returncode == 0, report.stderr
     assert report.stdout == (out / "version-matrix.md").read_text()
     assert "| patch | vLLM 1.0.0 (pinned) | `upstream-main` |" in report.stdout
+
+
+def test_bisect_step_aborts_on_an_internal_error(
+    grown: GrownUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tools.rebase_ci import bisect
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("bug")
+
+    monkeypatch.chdir(grown.project.vllm)
+    monkeypatch.setattr(bisect, "judge", broken)
+    assert bisect.bisect_step(Layout(grown.project.root), None) == bisect.STEP_ABORT

@@ -4,7 +4,8 @@
 (``vllm/``'s checkout, branches and bisect state are never touched) with ``--no-checkout``:
 each step judges the series on ``BISECT_HEAD`` with :func:`evaluate_base`, i.e. the check of
 ``scripts/apply.sh --check`` on that commit (plus the test command when one is given).
-Exit codes of a step follow ``git bisect run``: 0 good, 1 bad, 125 skip.
+Exit codes of a step follow ``git bisect run``: 0 good, 1 bad, 125 skip, 128 abort (a bug in
+the step itself must stop the search rather than mark a commit bad).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from tools.series.gitutil import git, git_out, is_repo, rev_parse
 from tools.series.layout import Layout, base_branch_for
 from tools.series.populate import is_release_version
 
-STEP_GOOD, STEP_BAD, STEP_SKIP = 0, 1, 125
+STEP_GOOD, STEP_BAD, STEP_SKIP, STEP_ABORT = 0, 1, 125, 128
 
 
 @dataclass
@@ -158,11 +160,14 @@ def bisect_step(layout: Layout, test_command: str | None) -> int:
     commit = rev_parse(here, "BISECT_HEAD") or rev_parse(here, "HEAD")
     if commit is None:
         print("bisect-step: no BISECT_HEAD here", file=sys.stderr)
-        return 128
+        return STEP_ABORT
     try:
         verdict = judge(layout, commit, test_command)
     except SeriesError as exc:  # e.g. a commit whose tree cannot be read: skip it
         print(f"bisect-step: {commit[:12]}: {exc}", file=sys.stderr)
         return STEP_SKIP
+    except Exception:  # a bug here must stop the bisect, not pass for "bad" (exit 1)
+        traceback.print_exc()
+        return STEP_ABORT
     print(f"bisect-step: {commit[:12]}: {'good' if verdict.ok else 'bad'}")
     return STEP_GOOD if verdict.ok else STEP_BAD
