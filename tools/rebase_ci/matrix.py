@@ -18,8 +18,8 @@ from pathlib import Path
 
 from tools.rebase_ci.evaluate import PatchVerdict, evaluate_base, series_patches
 from tools.series.errors import SeriesError
-from tools.series.gitutil import git_out
-from tools.series.layout import Layout
+from tools.series.gitutil import git_out, rev_parse
+from tools.series.layout import Layout, base_branch_for
 from tools.series.populate import ensure_base, is_release_version, sdist_cache_path
 
 
@@ -134,8 +134,13 @@ def run_matrix(
         row = MatrixRow(base, kind, "", "", pinned=(base == pinned))
         try:
             if kind == "version":
-                cached = sdist_cache_path(layout, base).is_file()
-                log(f"== vLLM {base}: {'cached sdist' if cached else 'downloading sdist'}")
+                if rev_parse(layout.vllm_dir, base_branch_for(base)):
+                    where = f"branch {base_branch_for(base)}"
+                elif sdist_cache_path(layout, base).is_file():
+                    where = "cached sdist"
+                else:
+                    where = "downloading the sdist"
+                log(f"== vLLM {base}: {where}")
                 row.commit = ensure_base(layout, base, source)
                 label = base
             else:
