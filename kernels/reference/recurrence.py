@@ -19,12 +19,14 @@ from kernels.reference.gating import TokenInputs
 @dataclass
 class RecurrenceResult:
     """y, u: [B, T, HV, V]; final_state: [B, HV, V, K] after all T tokens;
-    accepted_state: [B, HV, V, K] after the first `accepted[b]` tokens (None if not asked)."""
+    accepted_state: [B, HV, V, K] after the first `accepted[b]` tokens (None if not asked);
+    state_norms: [B, T, HV] Frobenius norm of the state after each token."""
 
     y: torch.Tensor
     u: torch.Tensor
     final_state: torch.Tensor
     accepted_state: torch.Tensor | None
+    state_norms: torch.Tensor
 
 
 def recurrent_gated_delta_rule(
@@ -37,12 +39,13 @@ def recurrent_gated_delta_rule(
     """
     S = state.double().clone()
     T = tokens.q_hat.shape[1]
-    ys, us = [], []
+    ys, us, norms = [], [], []
     accepted_state = None
     if accepted is not None:
-        accepted = accepted.to(device=S.device, dtype=torch.long)
+        # checked where the caller keeps it (a CPU tensor costs no device sync)
         if bool(((accepted < 0) | (accepted > T)).any()):
             raise ValueError(f"accepted counts must lie in [0, {T}], got {accepted.tolist()}")
+        accepted = accepted.to(device=S.device, dtype=torch.long)
         accepted_state = S.clone()
     for t in range(T):
         k_t = tokens.k_hat[:, t]  # [B, HV, K]
@@ -53,6 +56,7 @@ def recurrent_gated_delta_rule(
         S = S + u_t[..., :, None] * k_t[..., None, :]
         ys.append(torch.einsum("bhvk,bhk->bhv", S, tokens.q_hat[:, t]))
         us.append(u_t)
+        norms.append(torch.linalg.vector_norm(S, dim=(-2, -1)))
         if accepted_state is not None:
             take = (accepted == t + 1)[:, None, None, None]
             accepted_state = torch.where(take, S, accepted_state)
@@ -61,4 +65,5 @@ def recurrent_gated_delta_rule(
         u=torch.stack(us, dim=1),
         final_state=S,
         accepted_state=accepted_state,
+        state_norms=torch.stack(norms, dim=1),
     )

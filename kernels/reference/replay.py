@@ -23,6 +23,7 @@ vLLM's Triton ReplaySSM stores per-token g in the same ring shape ("per_token" f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -160,6 +161,9 @@ class StepResult:
     g_append: torch.Tensor
     flush: torch.Tensor
     state_hist: torch.Tensor
+
+
+StepImpl = Callable[[torch.Tensor, RingWindow, TokenInputs, int], StepResult]
 
 
 def _g_append(
@@ -313,6 +317,7 @@ def gated_delta_rule_mtp_ucache_flush(
     pdl_trigger: bool = False,
     *,
     g_ring_format: GRingFormat = "cumulative",
+    step_impl: StepImpl | None = None,
 ) -> torch.Tensor:
     """The float64 oracle behind the exact `gated_delta_rule_mtp_ucache_flush` keyword contract
     (kernel-spec 1.3).
@@ -322,6 +327,7 @@ def gated_delta_rule_mtp_ucache_flush(
     (initial_state_indices < 0) write nothing, not even their output rows. Writes: output rows,
     the T appended ring rows per live row, and pool[s] <- S_hist on flush rows; nothing else.
     With restart_hist_on_flush=True the standalone commit of kernel-spec 1.8 runs afterwards.
+    `step_impl` replaces the closed-form step (e.g. emulation.verify_flush_emulated).
     """
     del disable_state_update, pdl_trigger  # accepted and ignored, as upstream
     _require(
@@ -446,7 +452,10 @@ def gated_delta_rule_mtp_ucache_flush(
         tokens = prepare_tokens(q[rows], k[rows], v[rows], a[rows], b[rows], A_log, dt_bias, scale)
         checkpoint = initial_state_source[slots].double()
         window = gather_window(k_cache, u_cache, g_cache, slots, base_live, P, g_ring_format)
-        result = verify_flush_closed_form(checkpoint, window, tokens, flush_min, g_ring_format)
+        if step_impl is None:
+            result = verify_flush_closed_form(checkpoint, window, tokens, flush_min, g_ring_format)
+        else:
+            result = step_impl(checkpoint, window, tokens, flush_min)
         output[rows] = result.y.to(output.dtype)
         appends = append_slots(base_live, P, num_tokens)
         for s in range(num_tokens):
