@@ -114,7 +114,8 @@ def test_real_sdist_import_and_series_apply(tmp_path: Path) -> None:
     count = _git("rev-list", "--count", f"vllm-{pin['VLLM_VERSION']}..gdn-ucache", cwd=vllm)
     assert int(count) == len(series)
     assert _git("status", "--porcelain", "--untracked-files=no", cwd=vllm) == ""
-    for script in ("check-patches.sh", "apply.sh"):
+    # Every patch passes its conventions, re-applies idempotently and is vLLM-lint clean.
+    for script in ("check-patches.sh", "apply.sh", "lint-vllm.sh"):
         checked = subprocess.run(
             ["bash", str(REPO_ROOT / "scripts" / script)],
             capture_output=True,

@@ -446,3 +446,53 @@ def test_target_matches_git_on_awkward_diffs(project: SyntheticProject, tmp_path
     applied, output = am_one(project.vllm, project.patches / sorted_names[-1])
     assert applied, output
     assert project.tree("round-trip") == project.tree("gdn-ucache")
+
+
+def test_populate_from_git_remote(tmp_path: Path) -> None:
+    """The online path, with a local repository standing in for GitHub."""
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    for name, text in release_files("1.0.0").items():
+        (upstream / name).parent.mkdir(parents=True, exist_ok=True)
+        (upstream / name).write_text(text)
+
+    def run_git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(upstream), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    run_git("init", "--quiet")
+    run_git("add", "--all", "--force")
+    run_git("-c", "user.name=U", "-c", "user.email=u@x", "commit", "--quiet", "-m", "release")
+    run_git("tag", "v1.0.0")
+    upstream_sha = run_git("rev-parse", "HEAD")
+    project = make_project(tmp_path)
+    (project.root / "vllm.pin").write_text(
+        f"VLLM_VERSION=1.0.0\nVLLM_UPSTREAM_COMMIT={upstream_sha[:9]}\n"
+    )
+    env = {**project.env(), "GDN_UCACHE_VLLM_URL": str(upstream)}
+    del env["GDN_UCACHE_OFFLINE"]
+    from tests.fixtures.synthetic_upstream import REPO_ROOT
+
+    result = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / "setup.sh")],  # --source auto: git is reachable
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "fetching v1.0.0" in result.stdout
+    assert project.git("rev-parse", "vllm-1.0.0") == upstream_sha
+    assert project.git("rev-parse", "gdn-ucache") == upstream_sha
+    # A pin naming another upstream commit is refused.
+    other = make_project(tmp_path, name="other")
+    env["GDN_UCACHE_ROOT"] = str(other.root)
+    result = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / "populate-vllm.sh"), "--source", "git"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1 and "vllm.pin says abc1000" in result.stderr

@@ -28,6 +28,13 @@ from tools.series.gitutil import branch_exists, git, git_out, is_repo, rev_parse
 from tools.series.layout import BASE_REF, SERIES_BRANCH, Layout, base_branch_for
 
 UPSTREAM_URL = "https://github.com/vllm-project/vllm.git"
+
+
+def upstream_url() -> str:
+    """The vLLM git remote; GDN_UCACHE_VLLM_URL overrides it (a mirror, or a test repo)."""
+    return os.environ.get("GDN_UCACHE_VLLM_URL") or UPSTREAM_URL
+
+
 IMPORT_IDENTITY = ("gdn-ucache sdist import", "sdist-import@gdn-ucache.invalid")
 _VERSION_RE = re.compile(r"^\d+(\.\d+)+((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
 
@@ -218,8 +225,15 @@ def import_sdist(repo: Path, sdist: Path, version: str) -> str:
         staging.with_name(staging.name + ".index").unlink(missing_ok=True)
 
 
-def _remote_reachable(url: str) -> bool:
-    result = git(Path.cwd(), "ls-remote", "--exit-code", url, "HEAD", check=False, timeout=30)
+def _remote_has_tag(url: str, version: str) -> bool:
+    """True when the git remote answers and has tag v<version> (30 s at most)."""
+    try:
+        result = git(
+            Path.cwd(), "ls-remote", "--exit-code", url, f"refs/tags/v{version}",
+            check=False, timeout=30,
+        )  # fmt: skip
+    except SeriesError:  # timed out: treat as unreachable
+        return False
     return result.returncode == 0
 
 
@@ -228,9 +242,9 @@ def _populate_from_git(repo: Path, version: str, upstream_commit: str) -> str:
         repo.mkdir(exist_ok=True)
         git(repo, "init", "--quiet")
     if git(repo, "remote", "get-url", "origin", check=False).returncode != 0:
-        git(repo, "remote", "add", "origin", UPSTREAM_URL)
+        git(repo, "remote", "add", "origin", upstream_url())
     tag = f"v{version}"
-    print(f"fetching {tag} from {UPSTREAM_URL}", flush=True)
+    print(f"fetching {tag} from {upstream_url()}", flush=True)
     git(repo, "fetch", "--depth=1", "origin", f"refs/tags/{tag}:refs/tags/{tag}", timeout=1800)
     commit = git_out(repo, "rev-parse", f"{tag}^{{commit}}")
     if upstream_commit and not commit.startswith(upstream_commit):
@@ -252,7 +266,7 @@ def ensure_base(layout: Layout, version: str, source: str = "auto") -> str:
         )
     pin = layout.pin() if version == layout.pinned_version() else {}
     if source == "auto":
-        source = "git" if not _offline() and _remote_reachable(UPSTREAM_URL) else "sdist"
+        source = "git" if not _offline() and _remote_has_tag(upstream_url(), version) else "sdist"
     if source == "git":
         return _populate_from_git(repo, version, pin.get("VLLM_UPSTREAM_COMMIT", ""))
     if source != "sdist":
