@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tools.series.apply import series_base  # noqa: F401  (re-exported for other tools)
 from tools.series.errors import SeriesError
-from tools.series.gitutil import commits_between, git, rev_parse
+from tools.series.gitutil import commits_between, dirty_files, git, rev_parse
 from tools.series.layout import SERIES_BRANCH, Layout
 from tools.series.patchfile import read_series
 
@@ -81,6 +81,9 @@ def export_series(layout: Layout) -> list[str]:
     if tip is None:
         raise SeriesError(f"branch {SERIES_BRANCH} does not exist in {repo}; run scripts/apply.sh")
     base = series_base(layout, repo)
+    dirty = dirty_files(repo)
+    if dirty:
+        print(f"note: uncommitted changes in {repo} are not exported: {', '.join(dirty[:5])}")
     old_names = [path.name for path in read_series(layout.patches_dir)]
     with tempfile.TemporaryDirectory(prefix="series-export-") as scratch:
         patches = format_series(repo, base, tip, Path(scratch))
