@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.rebase_ci.conftest import GrownUpstream
+from tests.rebase_ci.conftest import TEST_COMMAND, GrownUpstream
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,3 +61,18 @@ def test_nightly_success_rebases_and_keeps_the_range_diff(
     assert sorted(p.name for p in grown.project.patches.glob("*.patch")) == sorted(
         grown.patch_names
     )
+
+
+def test_nightly_test_failure_is_named_as_such(grown: GrownUpstream, tmp_path: Path) -> None:
+    target = grown.commits["u4"]  # after the test-breaking commit, before the planted conflict
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.rebase_ci", "nightly", target, "--out", str(tmp_path),
+         "--test-cmd", TEST_COMMAND],
+        cwd=REPO_ROOT, env=grown.project.env(), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.startswith("## ❌ gdn-ucache fails its tests on vLLM")
+    assert f"failing patch `{grown.patch('steps')}`: fails tests" in summary
+    status = json.loads((tmp_path / "nightly.json").read_text())
+    assert status["culprit"]["commit"] == grown.test_breaker

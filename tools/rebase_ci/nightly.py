@@ -24,7 +24,7 @@ from tools.rebase_ci.matrix import matrix_json, run_matrix, write_outputs
 from tools.rebase_ci.report import bisect_markdown, matrix_markdown
 from tools.series.errors import SeriesError
 from tools.series.gitutil import git, git_out, rev_parse
-from tools.series.layout import Layout, base_branch_for
+from tools.series.layout import SERIES_BRANCH, Layout, base_branch_for
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
@@ -50,7 +50,7 @@ def _rebase(layout: Layout, target: str, out: Path) -> tuple[bool, str]:
     marker = "== git range-diff"
     if marker in result.stdout:
         range_diff = result.stdout.split(marker, 1)[1].split("\n", 1)[1]
-        (out / "range-diff.txt").write_text(range_diff.split(f"\n{'gdn-ucache'} moved", 1)[0])
+        (out / "range-diff.txt").write_text(range_diff.split(f"\n{SERIES_BRANCH} moved", 1)[0])
     return result.returncode == 0, "\n".join(output.strip().splitlines()[-20:])
 
 
@@ -122,7 +122,9 @@ def _heading(status: dict) -> str:
         return f"## ✅ gdn-ucache rebased onto vLLM {target}"
     if status["applies"]:
         return f"## ✅ gdn-ucache applies on vLLM {target}"
-    lines = [f"## ❌ gdn-ucache does not apply on vLLM {target}", ""]
+    tests_only = status["failing"] and all(c["status"] == "fails tests" for c in status["failing"])
+    verdict = "fails its tests on" if tests_only else "does not apply on"
+    lines = [f"## ❌ gdn-ucache {verdict} vLLM {target}", ""]
     for cell in status["failing"]:
         files = ", ".join(f"`{f}`" for f in cell.get("files", [])) or "-"
         lines.append(f"- failing patch `{cell['patch']}`: {cell['status']}; files: {files}")
