@@ -4,5 +4,6 @@
 # version x patch matrix (applies / conflicts / fails tests) and write it as JSON + markdown.
 # Exit 1 only if the pinned release fails. See docs/rebase-ci.md; --help for options.
 set -euo pipefail
+caller="$PWD"  # relative paths in arguments are the caller's
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-SERIES_PROG="scripts/version-matrix.sh" exec "${PYTHON:-python3}" -m tools.rebase_ci matrix "$@"
+GDN_CALLER_CWD="$caller" SERIES_PROG="scripts/version-matrix.sh" exec "${PYTHON:-python3}" -m tools.rebase_ci matrix "$@"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,3 +90,17 @@ def test_render_refuses_other_json(tmp_path: Path) -> None:
     other.write_text("{}")
     with pytest.raises(ValueError, match="not a rebase-CI result"):
         render([other])
+
+
+def test_report_script_takes_paths_relative_to_the_caller(tmp_path: Path) -> None:
+    (tmp_path / "m.json").write_text(json.dumps(MATRIX))
+    script = Path(__file__).resolve().parents[2] / "scripts" / "report.sh"
+    result = subprocess.run(
+        ["bash", str(script), "m.json", "-o", "table.md"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "table.md").read_text() == matrix_markdown(MATRIX)

@@ -14,7 +14,18 @@ from pathlib import Path
 from tools.series.errors import SeriesError
 from tools.series.layout import default_layout
 
-DEFAULT_OUT = "build/rebase-ci"  # /build/ is git-ignored
+DEFAULT_OUT = "build/rebase-ci"  # inside the project root; /build/ is git-ignored
+DEFAULT_PR_OUT = "build/pr-prep"
+
+
+def _path(name: str) -> Path:
+    """A path argument, relative to where the user ran the wrapper script (it cds to the root)."""
+    return Path(os.environ.get("GDN_CALLER_CWD", ".")) / name
+
+
+def _out(args: argparse.Namespace, default: str = DEFAULT_OUT) -> Path:
+    """--out as given (caller-relative), else the default inside the project root."""
+    return _path(args.out) if args.out else default_layout(args.root).root / default
 
 
 def _test_command(args: argparse.Namespace, default: str | None) -> str | None:
@@ -52,7 +63,7 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     print(f"version matrix: {', '.join(bases)} (pinned {pinned}; tests: {test or 'none'})")
     rows = run_matrix(layout, bases, test, source=args.source, test_timeout=args.test_timeout)
     data = matrix_json(layout, rows, test)
-    json_path, md_path = write_outputs(data, Path(args.out))
+    json_path, md_path = write_outputs(data, _out(args))
     print()
     print(md_path.read_text())
     print(f"wrote {json_path} and {md_path}")
@@ -69,7 +80,7 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
 
     layout = default_layout(args.root)
     result = bisect_upstream(layout, args.good, args.bad, _test_command(args, None))
-    out = Path(args.out)
+    out = _out(args)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bisect-result.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "bisect-summary.md").write_text(bisect_markdown(result))
@@ -89,7 +100,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     layout = default_layout(args.root)
     rows = run_matrix(layout, args.bases, _test_command(args, None), source=args.source)
     data = matrix_json(layout, rows, _test_command(args, None))
-    write_outputs(data, Path(args.out))
+    write_outputs(data, _out(args))
     return 0 if all(row.ok for row in rows) else 1
 
 
@@ -100,7 +111,7 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
     return nightly(
         default_layout(args.root),
         args.target,
-        Path(args.out),
+        _out(args),
         _test_command(args, STATIC_TEST),
         rebase=not args.no_rebase,
     )
@@ -109,9 +120,9 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from tools.rebase_ci.report import render
 
-    text = render([Path(p) for p in args.results])
+    text = render([_path(p) for p in args.results])
     if args.output:
-        Path(args.output).write_text(text)
+        _path(args.output).write_text(text)
     else:
         sys.stdout.write(text)
     return 0
@@ -122,7 +133,11 @@ def _cmd_pr_prep(args: argparse.Namespace) -> int:
 
     layout = default_layout(args.root)
     prepare_prs(
-        layout, base=args.base, out_dir=Path(args.out), signoff=args.signoff, lint=not args.no_lint
+        layout,
+        base=args.base,
+        out_dir=_out(args, DEFAULT_PR_OUT),
+        signoff=args.signoff,
+        lint=not args.no_lint,
     )
     return 0
 
@@ -162,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     matrix.add_argument("--source", choices=("auto", "git", "sdist"), default="sdist")
     matrix.add_argument("--test-timeout", type=float, default=1800.0, help="seconds per test run")
-    matrix.add_argument("--out", default=DEFAULT_OUT, help=f"output dir (default {DEFAULT_OUT})")
+    matrix.add_argument("--out", help=f"output dir (default: {DEFAULT_OUT} in the project root)")
     _add_test_options(matrix, "Default: static.")
     matrix.set_defaults(func=_cmd_matrix)
 
@@ -171,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("bases", nargs="+", help="release versions or git refs in vllm/")
     check.add_argument("--source", choices=("auto", "git", "sdist"), default="auto")
-    check.add_argument("--out", default=DEFAULT_OUT)
+    check.add_argument("--out", help=f"output dir (default: {DEFAULT_OUT} in the project root)")
     _add_test_options(check, "Default: none.")
     check.set_defaults(func=_cmd_check)
 
@@ -184,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bisect.add_argument("good", help="commit, ref or release where the series applies")
     bisect.add_argument("bad", help="commit, ref or release where it does not")
-    bisect.add_argument("--out", default=DEFAULT_OUT)
+    bisect.add_argument("--out", help=f"output dir (default: {DEFAULT_OUT} in the project root)")
     _add_test_options(bisect, "Default: none (apply only).")
     bisect.set_defaults(func=_cmd_bisect)
 
@@ -202,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out. Exit 1 when the series did not rebase.",
     )
     night.add_argument("target", help="commit or ref in vllm/ (e.g. origin/main)")
-    night.add_argument("--out", default=DEFAULT_OUT)
+    night.add_argument("--out", help=f"output dir (default: {DEFAULT_OUT} in the project root)")
     night.add_argument("--no-rebase", action="store_true", help="check and bisect only")
     _add_test_options(night, "Default: static.")
     night.set_defaults(func=_cmd_nightly)
@@ -227,7 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr_prep.add_argument(
         "--base", help="vLLM base commit/ref/release (default: the pinned base branch)"
     )
-    pr_prep.add_argument("--out", default="build/pr-prep", help="where the descriptions go")
+    pr_prep.add_argument(
+        "--out", help=f"where the descriptions go (default: {DEFAULT_PR_OUT} in the project root)"
+    )
     pr_prep.add_argument(
         "--signoff", action="store_true", help="add your Signed-off-by where one is missing"
     )
