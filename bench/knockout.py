@@ -22,6 +22,9 @@ from bench.bench_ucache import Point, floor_bytes, load_backends, time_graph  # 
 
 VARIANTS = {
     "base": {},
+    "mbp0": {"GDN_UCACHE_MBP": "0"},
+    "mbp5": {"GDN_UCACHE_MBP": "5"},
+    "regfrag": {"GDN_UCACHE_BSMEM": "0"},
     "nosplit": {"GDN_UCACHE_XSPLIT": "0"},
     "mbp4": {"GDN_UCACHE_MBP": "4"},
     "bsmem": {"GDN_UCACHE_BSMEM": "1"},
@@ -31,13 +34,19 @@ VARIANTS = {
     "bv32": {"GDN_UCACHE_BV": "32"},
     "bv64": {"GDN_UCACHE_BV": "64"},
     "bv128": {"GDN_UCACHE_BV": "128"},
-    "-state": {"GDN_UCACHE_SKIP": "state"},
-    "-proj": {"GDN_UCACHE_SKIP": "proj"},
-    "-epi": {"GDN_UCACHE_SKIP": "epi"},
-    "-fold": {"GDN_UCACHE_SKIP": "fold"},
-    "-all": {"GDN_UCACHE_SKIP": "state,proj,epi,fold"},
+    "no_state": {"GDN_UCACHE_SKIP": "state"},
+    "no_proj": {"GDN_UCACHE_SKIP": "proj"},
+    "no_epi": {"GDN_UCACHE_SKIP": "epi"},
+    "no_fold": {"GDN_UCACHE_SKIP": "fold"},
+    "no_all": {"GDN_UCACHE_SKIP": "state,proj,epi,fold"},
 }
-KNOBS = ("GDN_UCACHE_XSPLIT", "GDN_UCACHE_MBP", "GDN_UCACHE_BV", "GDN_UCACHE_SKIP", "GDN_UCACHE_BSMEM")
+KNOBS = (
+    "GDN_UCACHE_XSPLIT",
+    "GDN_UCACHE_MBP",
+    "GDN_UCACHE_BV",
+    "GDN_UCACHE_SKIP",
+    "GDN_UCACHE_BSMEM",
+)
 
 
 def main() -> int:

@@ -217,7 +217,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         return his, los
 
     def small_mma(
-        rows_s: Any, row_stride: int, dt: torch.dtype, bx_hl: tuple, g4: Any, c4: Any, NXP: int,
+        rows_s: Any,
+        row_stride: int,
+        dt: torch.dtype,
+        bx_hl: tuple,
+        g4: Any,
+        c4: Any,
+        NXP: int,
         split_a: bool,
     ) -> list:
         """[16 rows of an fp32 smem tile] x [x_0..x_{NXP-1}]^T with the same K-permutation.
@@ -227,7 +233,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         b_hi, b_lo = bx_hl
         accs = []
         for nt in range(NXP // 8):
-            acc = [Float32(0.0)] * 4
+            ch = [[Float32(0.0)] * 4 for _ in range(4)]  # independent chains: shorter latency
             for ks in range(8):
                 i, h = ks // 2, ks % 2
                 col = c4 * 8 + 32 * i + 4 * h
@@ -242,12 +248,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         r0, r1 = unpack2(hi, dt)
                         a_lo.append(pack2(x0 - r0, x1 - r1, dt))
                 w0, w1 = 4 * i + 2 * h, 4 * i + 2 * h + 1
-                acc = list(mma16816(dt, a_hi, [b_hi[nt][w0], b_hi[nt][w1]], acc))
+                p2 = ks % 2
+                ch[p2] = list(mma16816(dt, a_hi, [b_hi[nt][w0], b_hi[nt][w1]], ch[p2]))
                 if b_lo[nt]:
-                    acc = list(mma16816(dt, a_hi, [b_lo[nt][w0], b_lo[nt][w1]], acc))
+                    ch[2 + p2] = list(mma16816(dt, a_hi, [b_lo[nt][w0], b_lo[nt][w1]], ch[2 + p2]))
                 if split_a:
-                    acc = list(mma16816(dt, a_lo, [b_hi[nt][w0], b_hi[nt][w1]], acc))
-            accs.append(acc)
+                    ch[2 + p2] = list(mma16816(dt, a_lo, [b_hi[nt][w0], b_hi[nt][w1]], ch[2 + p2]))
+            accs.append([(ch[0][e] + ch[1][e]) + (ch[2][e] + ch[3][e]) for e in range(4)])
         return accs
 
     def hash_u32(x: Any) -> Any:
@@ -320,6 +327,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.NXP = 8 if self.NX <= 8 else 16  # padded to MMA n-tiles
             self.NTILE = BV // 16  # 16-row MMA tiles per CTA
             self.TILES_PER_WARP = (self.NTILE + 3) // 4
+            # warps for the window scores and the Gram: idle warps when BV < 64
+            self.SC_WARP = self.NTILE if self.NTILE < 4 else 0
+            self.GR_WARP = (self.SC_WARP + 1) % 4
             self.KP = K_DIM + 4  # padded fp32 row of the k window in smem
             self.DSP = self.NX + 1  # padded row of the projections in smem
             self.io, self.st, self.ring = io_dtype, st_dtype, ring_dtype
@@ -331,7 +341,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.xsplit = xsplit
             self.bsmem = bsmem
             self.mbp = mbp
-            self.skip = frozenset(skip)  # timing knock-outs (results are wrong): never in production
+            self.skip = frozenset(
+                skip
+            )  # timing knock-outs (results are wrong): never in production
 
         @cute.jit
         def __call__(
@@ -493,9 +505,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         if cutlass.const_expr("state" in self.skip):
                             chunks.append((Int32(0),) * 4)
                         else:
-                            chunks.append(
-                                ldg_v4(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32))
-                            )
+                            chunks.append(ldg_v4(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32)))
                     sa_t.append(chunks)
                 sa_tiles.append(sa_t)
 
@@ -536,8 +546,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 cute.make_layout(BV * DSP),
             )
             xb = cute.make_tensor(
-                smem.allocate_array(Int32, (NXP // 8) * 2 * 16 * 32 if self.bsmem else 4, byte_alignment=16),
+                smem.allocate_array(
+                    Int32, (NXP // 8) * 2 * 16 * 32 if self.bsmem else 4, byte_alignment=16
+                ),
                 cute.make_layout((NXP // 8) * 2 * 16 * 32 if self.bsmem else 4),
+            )
+            kb = cute.make_tensor(
+                smem.allocate_array(Int32, 16 * 2 * 32, byte_alignment=16),
+                cute.make_layout(16 * 2 * 32),
             )
             vs = cute.make_tensor(
                 smem.allocate_array(Float32, T * BV, byte_alignment=16), cute.make_layout(T * BV)
@@ -660,6 +676,21 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # ---- phase 3: B fragments of [k^; q^]; window scores and Grams with mma.sync -------
             # Thread (g4, c4) holds x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4 (the same K-permutation
             # as its state fragments), packed in the state dtype (and the ring dtype if different).
+            if is_flush and cutlass.const_expr("fold" not in self.skip):
+                # Fold B fragments KC[j, col] packed once per CTA in fragment order (lane-minor,
+                # conflict-free reads): word (t16, half, lane) = {KC[j0][p], KC[j0 + 1][p]} with
+                # j0 = 2 c + 8 half and p the column of n-tile t16 for lane (g, c).
+                for it in cutlass.range_constexpr(16 * 2 * 32 // THREADS):
+                    kidx = tid + THREADS * it
+                    kl = kidx % 32
+                    khalf = (kidx // 32) % 2
+                    kt = kidx // 64
+                    kj = 2 * (kl % 4) + 8 * khalf
+                    kg = kl // 4
+                    kpc = (kg // 2) * 8 + 32 * (kt // 4) + 2 * (kt % 4) + (kg % 2)
+                    kb[kidx] = pack2(kcs[kj * KP + kpc], kcs[(kj + 1) * KP + kpc], self.ring)
+                cute.arch.sync_threads()
+
             if cutlass.const_expr(self.bsmem):
                 # Fragments staged once per CTA in smem (word-major, lane-minor: conflict-free),
                 # instead of 16-32 registers per thread for the whole projection.
@@ -682,7 +713,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             else:
                 bx = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
 
-            if warp == 0:
+            if warp == self.SC_WARP:
                 # sw[j, n] = w_j (kc_j . x_n); rows j >= P are zero in kcs and w.
                 bx_ring = build_bx(xs, g4, c4, NXP, self.ring, self.xsplit)
                 sc_acc = small_mma(kcs, KP, self.ring, bx_ring, g4, c4, NXP, False)
@@ -692,7 +723,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         j = g4 + 8 * (e // 2)
                         if n < NX:
                             sw[j * NX + n] = sc_acc[nt][e] * wv[j]
-            if warp == 1:
+            if warp == self.GR_WARP:
                 # Gram of [k^; q^] against k^: A_sr = beta_s Gamma_sr (k_s . k_r) for r < s,
                 # C_sr = Gamma_sr (q_s . k_r) for r <= s; Gamma from cumulative-sum differences.
                 bx_st = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
@@ -722,7 +753,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     rows = (lr0, lr0 + 8)
                     sa = sa_tiles[ti]
                     for nt in cutlass.range_constexpr(NXP // 8):
-                        d = [Float32(0.0)] * 4
+                        # four independent accumulator chains (k-step parity x hi/lo): the MMA
+                        # latency chain is 4 deep instead of 16
+                        dch = [[Float32(0.0)] * 4 for _ in range(4)]
                         for ks in cutlass.range_constexpr(0 if "proj" in self.skip else 8):
                             i, h = ks // 2, ks % 2
                             afr = [
@@ -738,9 +771,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             else:
                                 bh = [bx[0][nt][w0], bx[0][nt][w1]]
                                 bl = [bx[1][nt][w0], bx[1][nt][w1]] if self.xsplit else None
-                            d = list(mma16816(self.st, afr, bh, d))
+                            dch[ks % 2] = list(mma16816(self.st, afr, bh, dch[ks % 2]))
                             if cutlass.const_expr(self.xsplit):
-                                d = list(mma16816(self.st, afr, bl, d))
+                                dch[2 + ks % 2] = list(mma16816(self.st, afr, bl, dch[2 + ks % 2]))
+                        d = [(dch[0][e] + dch[1][e]) + (dch[2][e] + dch[3][e]) for e in range(4)]
                         for e in cutlass.range_constexpr(4):
                             n = nt * 8 + 2 * c4 + (e % 2)
                             lr = lr0 + 8 * (e // 2)
@@ -765,18 +799,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         for t16 in cutlass.range_constexpr(16):
                             fi, fw = t16 // 4, t16 % 4
                             pcol = (g4 // 2) * 8 + 32 * fi + 2 * fw + (g4 % 2)
-                            bff = [
-                                pack2(
-                                    kcs[(2 * c4) * KP + pcol],
-                                    kcs[(2 * c4 + 1) * KP + pcol],
-                                    self.ring,
-                                ),
-                                pack2(
-                                    kcs[(2 * c4 + 8) * KP + pcol],
-                                    kcs[(2 * c4 + 9) * KP + pcol],
-                                    self.ring,
-                                ),
-                            ]
+                            bff = [kb[(t16 * 2) * 32 + lane], kb[(t16 * 2 + 1) * 32 + lane]]
                             l0, h0 = unpack2(sa[0][fi][fw], self.st)
                             l1, h1 = unpack2(sa[1][fi][fw], self.st)
                             cin = [l0 * eg_star, h0 * eg_star, l1 * eg_star, h1 * eg_star]
@@ -890,6 +913,7 @@ def compile_variant(
     stochastic_rounding: bool = STATE_SR,
     pdl_trigger: bool = False,
     arch: str | None = None,
+    mbp: int | None = None,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -904,8 +928,10 @@ def compile_variant(
 
     arch = arch or os.environ.get("CUTE_DSL_ARCH", "")
     xsplit = os.environ.get("GDN_UCACHE_XSPLIT", "1") != "0"
-    mbp = int(os.environ.get("GDN_UCACHE_MBP", "0"))
-    bsmem = os.environ.get("GDN_UCACHE_BSMEM", "0") == "1"
+    if os.environ.get("GDN_UCACHE_MBP"):
+        mbp = int(os.environ["GDN_UCACHE_MBP"])
+    mbp = int(mbp or 0)  # launch bounds (min CTAs per SM); > 0 needs the GPU at compile time
+    bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     key = (
         "ucache-gdnu-v1",
@@ -928,8 +954,19 @@ def compile_variant(
     if fn is not None:
         return fn
     kern = _kernel_class()(
-        T, H, HV, BV, io_dtype, st_dtype, ring_dtype, stochastic_rounding, pdl_trigger,
-        xsplit=xsplit, mbp=mbp, bsmem=bsmem, skip=skip,
+        T,
+        H,
+        HV,
+        BV,
+        io_dtype,
+        st_dtype,
+        ring_dtype,
+        stochastic_rounding,
+        pdl_trigger,
+        xsplit=xsplit,
+        mbp=mbp,
+        bsmem=bsmem,
+        skip=skip,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -974,6 +1011,18 @@ SUPPORTED_T: tuple[int, ...] = tuple(range(T_MIN, T_MAX + 1))
 _BV_CHOICES = (16, 32, 64, 128)
 
 
+_SMS: dict[int, int] = {}
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 132
+    key = device.index if device.index is not None else torch.cuda.current_device()
+    if key not in _SMS:
+        _SMS[key] = torch.cuda.get_device_properties(key).multi_processor_count
+    return _SMS[key]
+
+
 def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
     """Rows of the 128x128 tile per CTA: enough CTAs to fill the GPU twice, else whole tiles."""
     forced = os.environ.get("GDN_UCACHE_BV", "").strip()
@@ -982,11 +1031,7 @@ def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
         if bv not in _BV_CHOICES:
             raise ValueError(f"GDN_UCACHE_BV={forced}: expected one of {_BV_CHOICES}")
         return bv
-    sms = (
-        torch.cuda.get_device_properties(device).multi_processor_count
-        if device.type == "cuda"
-        else 132
-    )
+    sms = _num_sms(device)
     for bv in (128, 64, 32):
         if batch * hv * (V_DIM_C // bv) >= 2 * sms:
             return bv
@@ -1315,7 +1360,10 @@ def _launch(
     dev = q.device
     os.environ.setdefault("CUTE_DSL_ARCH", _arch_string(dev))
     bv = _pick_bv(q.shape[0], HV, dev)
-    fn = compile_variant(T, H, HV, bv, IO_TORCH, ST_TORCH, RING_TORCH, STATE_SR, pdl)
+    # Large grids are limited by how many CTAs (and so state bytes in flight) fit on an SM:
+    # cap registers for 4 CTAs/SM where that costs no spills (measured, kernels/NOTES.md).
+    mbp = 4 if bv == 128 and T <= 4 and q.shape[0] * HV >= 4 * _num_sms(dev) else 0
+    fn = compile_variant(T, H, HV, bv, IO_TORCH, ST_TORCH, RING_TORCH, STATE_SR, pdl, mbp=mbp)
     gm = cute.AddressSpace.gmem
     io = cutlass.BFloat16 if IO_TORCH == torch.bfloat16 else cutlass.Float16
     st = cutlass.BFloat16 if ST_TORCH == torch.bfloat16 else cutlass.Float16

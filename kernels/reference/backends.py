@@ -10,6 +10,8 @@ cursors itself. Registered names:
                else the installed flashinfer package.
   ours         kernels/gdn_ucache_flush.py by path (env GDN_UCACHE_OURS_MODULE overrides)
   emulated     the oracle with upstream's rounding points emulated (emulation.py), CPU calibration
+  ucache_adapter  vLLM's ucache adapter (series #5) driving an inner kernel (flashinfer, ours or the
+               oracle): the suite runs "through the adapter"; see ucache_adapter.py
   triton_vllm  the patched vLLM Triton ReplaySSM baseline behind a contract shim: env
                GDN_TRITON_BASELINE_MODULE = path to a module exposing
                `gated_delta_rule_mtp_ucache_flush`
@@ -355,6 +357,57 @@ class TritonVllmBackend(Backend):
         )
 
 
+class UcacheAdapterBackend(Backend):
+    """vLLM's ucache adapter (series issue #5) around an inner kernel; see ucache_adapter.py.
+
+    Inner kernel: env GDN_UCACHE_ADAPTER_KERNEL (flashinfer | ours | oracle); default flashinfer
+    when CUDA is available, else the oracle on CPU (which checks the adapter's plumbing in CI).
+    """
+
+    name = "ucache_adapter"
+
+    def inner(self) -> str:
+        default = "flashinfer" if torch.cuda.is_available() else "oracle"
+        return os.environ.get("GDN_UCACHE_ADAPTER_KERNEL", default)
+
+    @property
+    def device(self) -> str:  # type: ignore[override]
+        return "cpu" if self.inner() == "oracle" else "cuda"
+
+    def available(self) -> tuple[bool, str]:
+        from kernels.reference import ucache_adapter
+
+        path, why = ucache_adapter.adapter_file()
+        if path is None:
+            return False, why
+        inner = self.inner()
+        if inner == "oracle":
+            return True, ""
+        if inner not in ("flashinfer", "ours"):
+            return False, f"GDN_UCACHE_ADAPTER_KERNEL={inner!r}: use flashinfer, ours or oracle"
+        return get_backend(inner).available()
+
+    def arms(self) -> tuple[str, ...]:
+        return KERNEL_ARMS
+
+    def _load(self, arm: DtypeArm, layout: Layout) -> KernelHandle:
+        from kernels.reference import ucache_adapter
+
+        adapter = ucache_adapter.load_adapter()
+        kernel = ucache_adapter.make_kernel(self.inner(), arm, adapter)
+        extra_pad = int(os.environ.get("GDN_UCACHE_ADAPTER_PAD", "3"))
+        return KernelHandle(
+            backend=self.name,
+            arm=arm,
+            layout=layout,
+            fn=ucache_adapter.AdapterCall(adapter, kernel, extra_pad),
+            device=self.device,
+            supported_t=tuple(adapter.UCACHE_SUPPORTED_T),
+            module=kernel,
+            notes=[f"inner kernel: {self.inner()}"],
+        )
+
+
 BACKENDS: dict[str, Backend] = {
     backend.name: backend
     for backend in (
@@ -363,6 +416,7 @@ BACKENDS: dict[str, Backend] = {
         FlashinferBackend(),
         OursBackend(),
         TritonVllmBackend(),
+        UcacheAdapterBackend(),
     )
 }
 KERNEL_BACKENDS: tuple[str, ...] = ("flashinfer", "ours", "triton_vllm")
