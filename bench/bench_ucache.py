@@ -1,4 +1,4 @@
-"""Benchmark of the fused GDN ucache verify+flush kernels: ours vs flashinfer vs Triton vs HBM floor.
+"""Fused GDN ucache verify+flush kernels: ours vs flashinfer vs Triton vs the HBM floor.
 
 All backends run in ONE process on the same inputs, each call captured in a CUDA graph and replayed
 on a cold L2 (a read-only pass over a buffer several times the L2 size between replays; the pass is

@@ -1,4 +1,4 @@
-"""Where does the time go? Time our kernel with compile-time knock-outs and tuning knobs in one process.
+"""Where does the time go? Our kernel with compile-time knock-outs and knobs, in one process.
 
 Knock-outs (GDN_UCACHE_SKIP, results are wrong on purpose): state (no state loads), proj (no
 projection MMAs), epi (no per-row epilogue), fold (no fold MMAs). Knobs: GDN_UCACHE_BV,

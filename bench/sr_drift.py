@@ -1,4 +1,5 @@
-"""Long-run drift of the folded checkpoint with and without GDN_UCACHE_STATE_SR (stochastic rounding).
+"""Long-run drift of the folded checkpoint with and without GDN_UCACHE_STATE_SR (stochastic
+rounding).
 
 Drives our kernel through many verify(+flush) steps with the conformance harness (float64 truth),
 once with round-to-nearest and once with stochastic rounding of the folded state, same seed and
@@ -56,7 +57,8 @@ def main() -> int:
     args = ap.parse_args()
     rows = []
     print(
-        f"{'arm':8s} {'gates':9s} {'SR':>3s} {'flushes':>7s} {'state err 2nd tenth':>20s} {'last tenth':>11s} {'final':>10s}"
+        f"{'arm':8s} {'gates':9s} {'SR':>3s} {'flushes':>7s} {'2nd tenth':>10s} "
+        f"{'last tenth':>11s} {'final':>10s}"
     )
     for arm in args.arms:
         for gates in args.gates:
@@ -96,7 +98,8 @@ def main() -> int:
                     )
                 )
                 print(
-                    f"{arm:8s} {gates:9s} {int(sr):3d} {flushes:7d} {early:20.3e} {late:11.3e} {rows[-1]['final']:10.3e}",
+                    f"{arm:8s} {gates:9s} {int(sr):3d} {flushes:7d} {early:10.3e} "
+                    f"{late:11.3e} {rows[-1]['final']:10.3e}",
                     flush=True,
                 )
     if args.out:
@@ -108,8 +111,9 @@ def main() -> int:
             "",
             f"Command: `{cmd}`",
             "",
-            "Mean relative state error (checkpoint + live window vs the float64 recurrence), averaged "
-            "over the 2nd and the last tenth of the run; every step accepts all T=4 drafts, so a row "
+            "Mean relative state error (checkpoint + live window vs the float64 recurrence), "
+            "averaged over the 2nd and the last tenth of the run; every step accepts all T=4 "
+            "drafts, so a row "
             "flushes every 4 steps.",
             "",
             "| arm | gates | SR | flush rows | 2nd tenth | last tenth | last / 2nd |",

@@ -7,39 +7,48 @@ file by path through ``VLLM_GDN_UCACHE_MODULE``; it imports nothing from the pro
 Tensor contract (B = rows incl. pad rows, T = draft window 2..8, H key heads, HV value heads,
 K = V = 128; IO / ST / RING = dtypes chosen at import, see the module constants):
 
-| tensor                | shape               | dtype | layout accepted                 | access  |
-|-----------------------|---------------------|-------|---------------------------------|---------|
-| q, k                  | [B, T, H, 128]      | IO    | any B/T strides; head stride 128, unit last | read |
-| v                     | [B, T, HV, 128]     | IO    | same                            | read    |
-| a, b                  | [B, T, HV]          | IO    | any B/T strides; unit head stride | read  |
-| A_log, dt_bias        | [HV]                | float | read in fp32                    | read    |
-| initial_state_source  | [pool, HV, 128, 128]| ST    | inner dense; dim 0 % 8 == 0     | read; flush rows written |
-| k_cache               | [pool, H, 32, 128]  | RING  | inner dense; dim 0 % 8 == 0     | window read; appends (1 CTA/key head) |
-| u_cache               | [pool, HV, 32, 128] | RING  | inner dense; dim 0 any          | window read; appends |
-| g_cache               | [pool, HV, 32]      | fp32  | inner dense; dim 0 any          | window read; appends |
-| initial_state_indices | [B]                 | int32 | < 0: pad row, writes nothing    | read    |
-| hist_len, cache_base  | [B]                 | int32 | request-keyed                   | read (host commit if restart_hist_on_flush) |
-| output                | [B, T, HV, 128]     | IO    | in place if head stride 128, unit last | written (pad rows untouched) |
+| tensor                | shape                | dtype | layout accepted               | access    |
+|-----------------------|----------------------|-------|-------------------------------|-----------|
+| q, k                  | [B, T, H, 128]       | IO    | any B/T strides; head st. 128 | read      |
+| v                     | [B, T, HV, 128]      | IO    | same                          | read      |
+| a, b                  | [B, T, HV]           | IO    | any B/T strides; head st. 1   | read      |
+| A_log, dt_bias        | [HV]                 | float | read in fp32                  | read      |
+| initial_state_source  | [pool, HV, 128, 128] | ST    | inner dense; dim 0 % 8 == 0   | r; w flush|
+| k_cache               | [pool, H, 32, 128]   | RING  | inner dense; dim 0 % 8 == 0   | r; append |
+| u_cache               | [pool, HV, 32, 128]  | RING  | inner dense; dim 0 any        | r; append |
+| g_cache               | [pool, HV, 32]       | fp32  | inner dense; dim 0 any        | r; append |
+| initial_state_indices | [B]                  | int32 | < 0: pad row                  | read      |
+| hist_len, cache_base  | [B]                  | int32 | request-keyed                 | read (*)  |
+| output                | [B, T, HV, 128]      | IO    | in place if head stride 128   | written   |
+
+(*) the host commits them after the launch when restart_hist_on_flush=True. Pad rows write nothing
+(not even their output rows).
 
 Design (kernels/NOTES.md has the numbers): grid (128 / BV, HV, B), 128 threads. Every per-value-row
 quantity depends on the state only through its own row, so a CTA owns BV rows of one (request,
 value head) tile and recomputes the tiny key-side quantities (norms, Gram, window scores). Small
 batches get 128 / BV times more CTAs; large batches make one pass over the state.
 - State projection [S0 rows] x [k^; q^]^T with mma.sync m16n8k16 (fp32 accumulate); each thread
-  loads its state slice with 16-byte loads in an order that *is* the MMA fragment order (the
-  K-permutation is applied identically to the B operand), so no shared-memory staging.
+  loads its state slice with 16-byte loads at entry, in an order that *is* its MMA A-fragment order
+  (the K-permutation is applied identically to the B operand), so the state is never staged in
+  shared memory. [k^; q^] is split into hi + lo 16-bit parts (two MMAs): the product is ~fp32
+  accurate although the MMA takes 16-bit operands.
+- Window scores kc_j . x and the Gram [k^; q^] . k^ with mma.sync on two warps (same split).
 - Flush fold (w o U_win)[rows, 16] x KC[16, 128] with mma.sync, accumulator initialised with
-  e^{G*} S0 from the same registers, then written back once with 16-byte stores.
-- Window scores, Gram and the triangular solve in fp32 on CUDA cores.
+  e^{G*} S0 from the same registers, then written back once with 16-byte stores (optionally with
+  stochastic rounding).
+- Per value row (one thread): history term, residual, forward substitution for U, outputs, u-ring
+  append. g and k rings are appended by one CTA per value head / key head.
 
 Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
 - every T in 2..8 (num_speculative_tokens 1..7) runs natively, not only {4, 8};
-- q/k/v, a/b and all pools may be strided / block-strided with *any* batch size: strides are run-time
+- q/k/v, a/b and all pools may be strided / block-strided with *any* batch size: strides are
   arguments, so one cubin serves every B and pool (flashinfer compiles one per B, ~60 s each);
   the strided-layout assumptions flashinfer leaves unchecked (head stride, unit element stride) are
   checked here;
 - A_log and dt_bias are read in fp32 (no rounding to the IO dtype);
-- window scores, Gram and the solve stay fp32; softplus uses a stable form (no overflow);
+- [k^; q^] enters every MMA as hi + lo parts and the solve is fp32 (more accurate than
+  flashinfer's 16-bit Tmat/QT/R); softplus uses a stable form (no overflow);
 - optional stochastic rounding of the folded checkpoint (GDN_UCACHE_STATE_SR=1, off by default).
 
 Instructions: mma.sync, ld/st.global (16-byte vectors), shfl, exit; no wgmma/tcgen05/TMA, so the
@@ -273,7 +282,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             if dt == torch.bfloat16:
                 # Add uniform bits below bf16's mantissa, truncate (magnitude rounding).
                 h = cute.arch.inline_ptx(
-                    "{ .reg .b32 xb, rb, s; .reg .pred pn; mov.b32 xb, {$r0}; and.b32 rb, {$r1}, 0xffff;"
+                    "{ .reg .b32 xb, rb, s; .reg .pred pn; mov.b32 xb, {$r0};"
+                    " and.b32 rb, {$r1}, 0xffff;"
                     " add.u32 s, xb, rb; testp.notanumber.f32 pn, {$r0};"
                     " @pn mov.b32 s, xb; shr.u32 {$w0}, s, 16; }",
                     write_only_types=[Int32],
@@ -283,7 +293,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 # fp16: truncate toward zero, step one ulp away from zero with probability
                 # |x - trunc| / ulp. Non-finite values keep round-to-nearest.
                 h = cute.arch.inline_ptx(
-                    "{ .reg .f16 lo16, hi16, rn16; .reg .b16 lob, hib; .reg .f32 lof, hif, d, u, p, ax, alo;"
+                    "{ .reg .f16 lo16, hi16, rn16; .reg .b16 lob, hib;"
+                    " .reg .f32 lof, hif, d, u, p, ax, alo;"
                     " .reg .pred fin, up; .reg .b32 rb; .reg .f32 rf;"
                     " cvt.rz.f16.f32 lo16, {$r0}; cvt.rn.f16.f32 rn16, {$r0};"
                     " mov.b16 lob, lo16; add.u16 hib, lob, 1; mov.b16 hi16, hib;"
@@ -292,7 +303,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     " abs.f32 u, hif; sub.f32 u, u, alo; div.approx.f32 p, d, u;"
                     " shr.u32 rb, {$r1}, 8; cvt.rn.f32.u32 rf, rb; mul.f32 rf, rf, 0f33800000;"
                     " setp.lt.f32 up, rf, p; testp.finite.f32 fin, {$r0};"
-                    " testp.finite.f32 fin|_, hif; and.pred up, up, fin;"
+                    " testp.finite.f32 fin, hif; and.pred up, up, fin;"
                     " selp.b16 hib, hib, lob, up; mov.b16 lo16, hib;"
                     " testp.finite.f32 fin, {$r0}; @!fin mov.b16 lo16, rn16;"
                     " { .reg .b16 z; mov.b16 z, lo16; cvt.u32.u16 {$w0}, z; } }",
@@ -303,7 +314,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         return (out[0] & Int32(0xFFFF)) | (out[1] << 16)
 
     class GdnDecodeUCacheFlushKernel:
-        """One compiled variant: static config in __init__, host @cute.jit __call__, device kernel."""
+        """One compiled variant: static config in __init__, host @cute.jit __call__, device code."""
 
         def __init__(
             self,
@@ -674,7 +685,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             cute.arch.sync_threads()
 
             # ---- phase 3: B fragments of [k^; q^]; window scores and Grams with mma.sync -------
-            # Thread (g4, c4) holds x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4 (the same K-permutation
+            # Thread (g4, c4) holds x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4 (the K-permutation
             # as its state fragments), packed in the state dtype (and the ring dtype if different).
             if is_flush and cutlass.const_expr("fold" not in self.skip):
                 # Fold B fragments KC[j, col] packed once per CTA in fragment order (lane-minor,
@@ -798,7 +809,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         newc = [[[None] * 4 for _ in range(4)] for _ in range(2)]
                         for t16 in cutlass.range_constexpr(16):
                             fi, fw = t16 // 4, t16 % 4
-                            pcol = (g4 // 2) * 8 + 32 * fi + 2 * fw + (g4 % 2)
                             bff = [kb[(t16 * 2) * 32 + lane], kb[(t16 * 2 + 1) * 32 + lane]]
                             l0, h0 = unpack2(sa[0][fi][fw], self.st)
                             l1, h1 = unpack2(sa[1][fi][fw], self.st)
@@ -896,7 +906,8 @@ def _arch_string(device: torch.device | None) -> str:
         return env
     if device is None or device.type != "cuda":
         raise ValueError(
-            f"gdn_ucache_flush needs CUDA tensors (got device {device}); or set CUTE_DSL_ARCH to cross-compile"
+            f"gdn_ucache_flush needs CUDA tensors (got device {device}); "
+            "or set CUTE_DSL_ARCH to cross-compile"
         )
     major, minor = torch.cuda.get_device_capability(device)
     return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
@@ -1224,7 +1235,7 @@ def gated_delta_rule_mtp_ucache_flush(
     if restart_hist_on_flush:
         if cache_base is None:
             raise ValueError(
-                "restart_hist_on_flush=True needs a caller-owned cache_base tensor (it is updated in "
+                "restart_hist_on_flush=True needs a caller-owned cache_base tensor (updated in "
                 "place); pass cache_base or restart_hist_on_flush=False"
             )
         assert hist_len.is_contiguous(), (
@@ -1273,7 +1284,8 @@ def gated_delta_rule_mtp_ucache_flush(
         idx_c = torch.arange(B, dtype=torch.int32, device=dev)
     else:
         assert initial_state_indices.dtype == torch.int32, (
-            f"initial_state_indices must be int32 (it feeds a 32-bit operand), got {initial_state_indices.dtype}"
+            "initial_state_indices must be int32 (it feeds a 32-bit operand), got "
+            f"{initial_state_indices.dtype}"
         )
         idx_c = initial_state_indices.contiguous()
     qv, kv, vv = _token_view(q, "q", H), _token_view(k, "k", H), _token_view(v, "v", HV)
