@@ -84,6 +84,10 @@ class HarnessConfig:
     poison_stale: bool = True  # stale ring rows hold NaN / +-Inf on two steps out of three
     misaligned_cursors: bool = False  # index/hist/base tensors start 4 bytes into their buffers
     cuda_graph: bool = False  # capture the call once (step 1) and replay it
+    # > 0: each step only a random subset of at least this many requests runs, so the batch size
+    # changes from step to step (one compiled kernel must serve every B); idle requests' slots must
+    # stay untouched. Not with cuda_graph (static buffers).
+    min_active: int = 0
     watch_unused: int = 4  # unused slots snapshotted when the pool is too large to watch entirely
     seed: int | None = None
     fail_fast: bool = True  # stop at the first failing step
@@ -249,6 +253,9 @@ class ConformanceHarness:
         self.tol = tolerance or tolerance_for(handle.arm.name)
         self.seed = cfg.seed if cfg.seed is not None else fresh_seed()
         self.gen = torch.Generator().manual_seed(self.seed)
+        self.pad_gen = torch.Generator().manual_seed(self.seed ^ 0x5EED)
+        if cfg.min_active and cfg.cuda_graph:
+            raise ValueError("min_active (varying batch) cannot be combined with cuda_graph")
         self.device = torch.device(handle.device)
         self.flush_min = cfg.resolved_flush_min()
         self.step_index = 0
@@ -299,7 +306,9 @@ class ConformanceHarness:
             backing = torch.empty(
                 self.pool_slots, dense + cfg.page_pad_elems, dtype=dtype, device=self.device
             )
-            backing[:, dense:] = self._randn(self.pool_slots, cfg.page_pad_elems).to(dtype)
+            # own generator: the main stream stays identical across layouts (layout equivalence)
+            pad = torch.randn(self.pool_slots, cfg.page_pad_elems, generator=self.pad_gen)
+            backing[:, dense:] = pad.to(dtype)
             self.paddings.append(backing[:, dense:])
             return backing[:, :dense].view(self.pool_slots, *inner)
         return torch.empty(self.pool_slots, *inner, dtype=dtype, device=self.device)
@@ -341,9 +350,11 @@ class ConformanceHarness:
             g_rows = -torch.cumsum(self._rand(HV, replay.RING_SLOTS) * 0.3 + 0.003, dim=-1)
             self.g_cache[slot] = g_rows.to(self.g_dtype)
 
-    def _setup_buffers(self) -> None:
+    def _setup_buffers(self, batch: int | None = None) -> None:
         cfg = self.cfg
-        B, T, H, HV, D = cfg.batch, cfg.num_tokens, cfg.num_k_heads, cfg.num_v_heads, cfg.head_dim
+        B = cfg.batch if batch is None else batch
+        T, H, HV, D = cfg.num_tokens, cfg.num_k_heads, cfg.num_v_heads, cfg.head_dim
+        self.buffer_batch = B
         dev, io = self.device, self.io
         if cfg.layout == "vllm":
             # q/k/v: last-dim slices of the packed conv output; a/b: b first, then a (stride 2*HV)
@@ -519,6 +530,12 @@ class ConformanceHarness:
         dev, fm = self.device, self.flush_min
         # ---- host-side plan: batch layout, cursors, accepted counts, expected commit
         order = torch.randperm(R, generator=self.gen) if cfg.shuffle_batch else torch.arange(R)
+        if cfg.min_active:
+            active = int(self._randint(min(cfg.min_active, R), R + 1, (1,)))
+            order = order[:active]
+            B = active + cfg.pad_rows
+        if B != self.buffer_batch:
+            self._setup_buffers(B)
         pads = set(torch.randperm(B, generator=self.gen)[: cfg.pad_rows].tolist())
         row_req = [-1] * B
         free_rows = [i for i in range(B) if i not in pads]
@@ -652,6 +669,9 @@ class ConformanceHarness:
         # (d) pool: verify rows bit-identical, flush rows folded
         pool_changed = bits_differ(before["pool"], after["pool"]).flatten(1).any(dim=1)
         flags["verify_row_wrote_checkpoint"] = pool_changed[pos[verify_j]].any()
+        may_fold = torch.zeros(len(self.watch), dtype=torch.bool, device=dev)
+        may_fold[pos[flush_j]] = True
+        flags["checkpoint_written_outside_flush_rows"] = (pool_changed & ~may_fold).any()
         if flush_idx:
             folded = after["pool"][pos[flush_j]]
             fold_err = block_rel_error(folded, local.state_hist[flush_j], (2, 3), floor)

@@ -17,7 +17,7 @@ import torch
 from kernels.reference.backends import KernelHandle
 from kernels.reference.harness import ConformanceHarness, HarnessConfig, bits_differ
 
-CaseKind = Literal["harness", "graph_vs_eager", "drift"]
+CaseKind = Literal["harness", "graph_vs_eager", "drift", "layout_equivalence"]
 SERVING_ONLY = ("serving",)
 
 
@@ -96,6 +96,12 @@ CASES: list[Case] = [
         may_reject=True,
     ),
     Case(
+        "varying_batch",
+        {**_GEOM, "num_tokens": 4, "steps": 30, "min_active": 2},
+        arms=("serving", "bf16"),
+        description="2..6 active requests per step: the batch size changes, idle slots untouched",
+    ),
+    Case(
         "t8_random",
         {**_GEOM, "num_tokens": 8, "steps": 60, "recycle_prob": 0.03},
         description="T=8, random accepts",
@@ -139,6 +145,14 @@ CASES: list[Case] = [
         {**_GEOM, "num_tokens": 4, "steps": 30, "layout": "vllm", "page_pad_elems": 64},
         arms=("serving", "bf16"),
         description="packed q/k/v rows, a/b views (b first), block-strided pools (padding checked)",
+        unit="vllm",
+    ),
+    Case(
+        "layout_equivalence",
+        {**_GEOM, "num_tokens": 4, "steps": 10, "page_pad_elems": 64},
+        kind="layout_equivalence",
+        arms=SERVING_ONLY,
+        description="compact vs vLLM layout (packed q/k/v, a/b views, strided pools): same bits",
         unit="vllm",
     ),
     Case(
@@ -194,14 +208,20 @@ def run_case(
     seed: int,
     overrides: dict[str, Any] | None = None,
     deadline: float | None = None,
+    partner: KernelHandle | None = None,
 ) -> dict[str, Any]:
     """Run one case; returns a JSON-able result with "ok", "summary" and (drift) per-step series.
 
     `deadline` (time.monotonic() value) cuts a drift run short; the result then says so.
+    `partner`: for layout_equivalence, the same backend and arm loaded in the "vllm" layout.
     """
     config = HarnessConfig(**{**case.config, **(overrides or {}), "seed": seed})
     if case.kind == "graph_vs_eager":
         return _graph_vs_eager(handle, config)
+    if case.kind == "layout_equivalence":
+        if partner is None:
+            raise ValueError("layout_equivalence needs the vllm-layout handle as partner")
+        return _layout_equivalence(handle, partner, config)
     harness = ConformanceHarness(handle, config)
     if case.kind == "drift":
         config.fail_fast = False
@@ -231,7 +251,25 @@ def _graph_vs_eager(handle: KernelHandle, config: HarnessConfig) -> dict[str, An
     """Two harnesses with one seed: eager calls vs one captured graph replayed; compare bitwise."""
     eager = ConformanceHarness(handle, config)
     graph_config = HarnessConfig(**{**config.__dict__, "cuda_graph": True})
-    graphed = ConformanceHarness(handle, graph_config)
+    return _twin_run(eager, ConformanceHarness(handle, graph_config), "eager", "graph replay")
+
+
+def _layout_equivalence(
+    compact: KernelHandle, strided: KernelHandle, config: HarnessConfig
+) -> dict[str, Any]:
+    """One seed, two layouts (kernel-spec 2.9 item 14): results must be bit-identical."""
+    first = ConformanceHarness(
+        compact, HarnessConfig(**{**config.__dict__, "layout": "compact", "page_pad_elems": 0})
+    )
+    second = ConformanceHarness(strided, HarnessConfig(**{**config.__dict__, "layout": "vllm"}))
+    return _twin_run(first, second, "compact layout", "vllm layout")
+
+
+def _twin_run(
+    eager: ConformanceHarness, graphed: ConformanceHarness, first: str, second: str
+) -> dict[str, Any]:
+    """Step two harnesses built from one seed in lockstep; outputs and state must match bitwise."""
+    config = eager.cfg
     mismatches: list[str] = []
     for step in range(config.steps):
         eager.step()
@@ -241,7 +279,7 @@ def _graph_vs_eager(handle: KernelHandle, config: HarnessConfig) -> dict[str, An
         pairs += [(name, ours[name], theirs[name]) for name in ours]
         for name, x, y in pairs:
             if bool(bits_differ(x, y).any()):
-                mismatches.append(f"step {step}: {name} differs between eager and graph replay")
+                mismatches.append(f"step {step}: {name} differs between {first} and {second}")
     summary = graphed.report.summary()
     ok = not mismatches and eager.report.ok and graphed.report.ok
     result: dict[str, Any] = {"ok": ok, "summary": summary, "mismatches": mismatches[:10]}

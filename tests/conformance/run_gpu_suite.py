@@ -95,7 +95,12 @@ def run_unit(
                 else:
                     print(f"[{backend_name}/{arm}/{unit}] {case.name} seed={seed}", flush=True)
                     steps = {"steps": min(case.config["steps"], max_steps)} if max_steps else {}
-                    result = run_case(handle, case, seed, steps, deadline=deadline - 5)
+                    partner = None
+                    if case.kind == "layout_equivalence":
+                        if "vllm" not in handles:
+                            handles["vllm"] = backend.load(arm, "vllm")
+                        partner = handles["vllm"]
+                    result = run_case(handle, case, seed, steps, deadline - 5, partner)
                     entry.update(result)
                     entry["status"] = "passed" if result["ok"] else "failed"
             except Exception as exc:  # recorded, not raised: other cases still run

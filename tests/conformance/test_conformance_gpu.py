@@ -33,6 +33,7 @@ def test_kernel_conformance(backend_name: str, arm: str, case) -> None:
     handle = backend.load(arm, case.config.get("layout", "compact"))
     if case.config["num_tokens"] not in handle.supported_t:
         pytest.skip(f"{backend_name} does not support T={case.config['num_tokens']}")
+    partner = backend.load(arm, "vllm") if case.kind == "layout_equivalence" else None
     seed = fresh_seed()
-    result = run_case(handle, case, seed)
+    result = run_case(handle, case, seed, partner=partner)
     assert result["ok"], f"seed {seed}: {result.get('failure_text')}"

@@ -95,3 +95,28 @@ def test_emulated_upstream_rounding_within_tolerance(arm: str) -> None:
     )
     report = ConformanceHarness(get_backend("emulated").load(arm), config).run()
     assert report.ok, report.failure_text()
+
+
+def test_oracle_layout_equivalence_and_graph_twin_machinery() -> None:
+    case = next(c for c in CASES if c.name == "layout_equivalence")
+    result = run_case(
+        _ORACLE.load("serving"),
+        case,
+        fresh_seed(),
+        cpu_overrides(),
+        partner=_ORACLE.load("serving", "vllm"),
+    )
+    assert result["ok"], result.get("failure_text")
+
+
+def test_varying_batch_rebuilds_buffers() -> None:
+    config = HarnessConfig(
+        num_requests=6, pad_rows=1, min_active=2, steps=20, head_dim=16, seed=fresh_seed()
+    )
+    harness = ConformanceHarness(_ORACLE.load("f64"), config)
+    sizes = set()
+    for _ in range(config.steps):
+        report = harness.step()
+        assert not report.failures, report.failures
+        sizes.add(harness.buffer_batch)
+    assert len(sizes) > 1
