@@ -1,8 +1,10 @@
 """Where does the time go? Our kernel with compile-time knock-outs and knobs, in one process.
 
-Knock-outs (GDN_UCACHE_SKIP, results are wrong on purpose): state (no state loads), proj (no
-projection MMAs), epi (no per-row epilogue), fold (no fold MMAs). Knobs: GDN_UCACHE_BV,
-GDN_UCACHE_XSPLIT (hi/lo split of [k;q] in the MMAs), GDN_UCACHE_MBP (min CTAs per SM).
+Knock-outs (GDN_UCACHE_SKIP, results are wrong on purpose): proj (no projection MMAs), epi (no
+per-row epilogue), fold (no fold MMAs and no write-back); `state` (no state loads) only together
+with the others (alone its PTX fails to assemble). Knobs: GDN_UCACHE_BV, GDN_UCACHE_XSPLIT (hi/lo
+split of [k;q] in the MMAs), GDN_UCACHE_MBP (min CTAs per SM), GDN_UCACHE_BSMEM (B fragments in
+shared memory instead of registers).
 
     python bench/knockout.py --hv 32 --batch 256 --flush 0 100
 """
@@ -34,7 +36,6 @@ VARIANTS = {
     "bv32": {"GDN_UCACHE_BV": "32"},
     "bv64": {"GDN_UCACHE_BV": "64"},
     "bv128": {"GDN_UCACHE_BV": "128"},
-    "no_state": {"GDN_UCACHE_SKIP": "state"},
     "no_proj": {"GDN_UCACHE_SKIP": "proj"},
     "no_epi": {"GDN_UCACHE_SKIP": "epi"},
     "no_fold": {"GDN_UCACHE_SKIP": "fold"},
