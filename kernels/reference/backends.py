@@ -14,7 +14,7 @@ cursors itself. Registered names:
                oracle): the suite runs "through the adapter"; see ucache_adapter.py
   triton_vllm  the patched vLLM Triton ReplaySSM baseline behind a contract shim: env
                GDN_TRITON_BASELINE_MODULE = path to a module exposing
-               `gated_delta_rule_mtp_ucache_flush`
+               `gated_delta_rule_mtp_ucache_flush` (default tests/series/triton_baseline_adapter.py)
                (optional attributes: G_RING_FORMAT = "per_token", SUPPORTED_T, PAD_OUTPUT_POLICY)
 
 Each arm (and layout) loads a private copy of a kernel module under a unique name with the dtype
@@ -314,9 +314,13 @@ class TritonVllmBackend(Backend):
     name = "triton_vllm"
     layouts = ("compact", "vllm")
 
+    default_shim = REPO_ROOT / "tests" / "series" / "triton_baseline_adapter.py"
+
     def module_path(self) -> Path | None:
         explicit = os.environ.get("GDN_TRITON_BASELINE_MODULE")
-        return Path(explicit) if explicit else None
+        if explicit:
+            return Path(explicit)
+        return self.default_shim if self.default_shim.is_file() else None
 
     def available(self) -> tuple[bool, str]:
         reason = _cuda_reason()
@@ -331,6 +335,10 @@ class TritonVllmBackend(Backend):
             )
         if not path.is_file():
             return False, f"GDN_TRITON_BASELINE_MODULE={path} is not a file"
+        try:  # the shim loads the patched vLLM op at import: absent series -> clear reason
+            load_module_by_path(path, {}, f"{self.name}_probe", REPO_ROOT)
+        except Exception as exc:
+            return False, f"{path.name} does not load: {type(exc).__name__}: {exc}"
         return True, ""
 
     def arms(self) -> tuple[str, ...]:
