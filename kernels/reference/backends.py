@@ -39,6 +39,7 @@ import torch
 
 from kernels.reference import replay
 from kernels.reference.arms import ARMS, KERNEL_ARMS, DtypeArm, get_arm
+from kernels.reference.gating import TokenInputs
 
 Layout = Literal["compact", "vllm"]
 PadOutputPolicy = Literal["untouched", "untouched_or_zero"]
@@ -140,7 +141,12 @@ class EmulatedBackend(OracleBackend):
     def _load(self, arm: DtypeArm, layout: Layout) -> KernelHandle:
         from kernels.reference.emulation import verify_flush_emulated
 
-        def step(checkpoint, window, tokens, flush_min):  # noqa: ANN001, ANN202
+        def step(
+            checkpoint: torch.Tensor,
+            window: replay.RingWindow,
+            tokens: TokenInputs,
+            flush_min: int,
+        ) -> replay.StepResult:
             return verify_flush_emulated(checkpoint, window, tokens, flush_min, arm)
 
         return KernelHandle(

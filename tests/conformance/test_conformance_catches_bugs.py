@@ -3,6 +3,7 @@ and must be reported as a failure within a few steps (rounding-sized errors must
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from kernels.reference.harness import ConformanceHarness, HarnessConfig, fresh_s
 from kernels.reference.recurrence import recurrent_gated_delta_rule
 
 
-def _mutant(bug: str):
+def _mutant(bug: str) -> Callable[..., torch.Tensor]:
     """The oracle's contract function with one deliberate bug (compact layout, T <= 8)."""
 
     def fn(A_log: torch.Tensor, a: torch.Tensor, dt_bias: torch.Tensor, **kw: Any) -> torch.Tensor:

@@ -38,3 +38,12 @@ def test_runner_writes_summary(tmp_path: Path) -> None:
     assert "ours" in summary["unavailable"] or any(r["backend"] == "ours" for r in summary["cases"])
     markdown = (tmp_path / "conformance.md").read_text()
     assert "| oracle | serving | t4_boundaries | passed |" in markdown
+
+
+def test_drift_plot_from_committed_results(tmp_path: Path) -> None:
+    results = REPO / "results/conformance/h200-conformance.json"
+    out = tmp_path / "drift.png"
+    cmd = [sys.executable, str(REPO / "bench/drift_plot.py"), str(results), str(out)]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert out.stat().st_size > 10_000
