@@ -54,6 +54,8 @@ COMPLETE_MARKER = ".complete"
 _BINARY_SUFFIXES = (".so",)
 CHECK_MODEL = "Qwen/Qwen3.5-27B"
 # How the series' tests run on a CPU-only host against the real vllm package:
+# - VLLM_TARGET_DEVICE=cpu: vLLM's CPU platform (as vLLM's own CPU CI runs an accelerator wheel);
+#   without it the platform is "unspecified" and configs that infer a device fail.
 # - TRITON_INTERPRET=1: the series' Triton ops run in Triton's CPU interpreter (their tests
 #   select it); GPU-only tests skip with a reason.
 # - CUDA_VISIBLE_DEVICES="": vllm.triton_utils replaces Triton with a placeholder when no
@@ -61,7 +63,7 @@ CHECK_MODEL = "Qwen/Qwen3.5-27B"
 #   Ray workers); that keeps the real Triton for the interpreter.
 # - --noconftest: vLLM's tests/conftest.py needs vLLM's test requirements (tblib, ...), which
 #   the image does not have; the series' tests must not need its fixtures.
-SERIES_TEST_ENV = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+SERIES_TEST_ENV = {"VLLM_TARGET_DEVICE": "cpu", "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
 
 _IMPORT_PROBE = """
 import importlib, sys, time, traceback
