@@ -496,3 +496,13 @@ def test_populate_from_git_remote(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 1 and "vllm.pin says abc1000" in result.stderr
+
+
+def test_lint_without_precommit_config_names_the_file(tmp_path: Path) -> None:
+    """A vLLM base without .pre-commit-config.yaml gets a SeriesError naming the file, not a
+    bare FileNotFoundError (the version matrix lints old bases)."""
+    from tools.series.errors import SeriesError
+    from tools.series.lint import hook_versions
+
+    with pytest.raises(SeriesError, match=r"\.pre-commit-config\.yaml not found"):
+        hook_versions(tmp_path)

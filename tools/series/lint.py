@@ -29,9 +29,20 @@ sys.exit(1 if bad else 0)
 """
 
 
+def read_precommit_config(repo: Path) -> str:
+    """vLLM's .pre-commit-config.yaml, or a SeriesError naming what is missing."""
+    path = repo / ".pre-commit-config.yaml"
+    if not path.is_file():
+        raise SeriesError(
+            f"{path} not found: vLLM lint reads its tool versions there; populate vllm/ with "
+            "scripts/populate-vllm.sh (or pass a vLLM base that ships the file)"
+        )
+    return path.read_text()
+
+
 def hook_versions(repo: Path) -> dict[str, str]:
     """Pinned versions of ruff and typos in vLLM's .pre-commit-config.yaml."""
-    config = (repo / ".pre-commit-config.yaml").read_text()
+    config = read_precommit_config(repo)
     versions = {}
     for tool, url in (("ruff", "astral-sh/ruff-pre-commit"), ("typos", "crate-ci/typos")):
         match = re.search(re.escape(url) + r"\s*\n\s*rev:\s*v?([0-9][0-9.]*)", config)
@@ -42,7 +53,7 @@ def hook_versions(repo: Path) -> dict[str, str]:
 
 
 def global_exclude(repo: Path) -> re.Pattern[str] | None:
-    config = (repo / ".pre-commit-config.yaml").read_text()
+    config = read_precommit_config(repo)
     match = re.search(r"^exclude:\s*'([^']*)'", config, flags=re.MULTILINE)
     return re.compile(match.group(1)) if match else None
 
