@@ -6,8 +6,10 @@ session worktree ``/work/vllm-ucache``. Skips with the reason when none holds th
 
 * light tests (adapter + resolver, fake kernel files) run through ``vllm_ucache_shim``, needing
   only torch and regex;
-* config tests (VllmConfig / EngineArgs on a tiny local Qwen3.5 config) need vLLM's Python
-  dependencies and a full tree; they skip with the reason when ``vllm.config`` cannot be imported.
+* full-tree tests (VllmConfig / EngineArgs on a tiny local Qwen3.5 config, the metadata builder's
+  pad rows, the layer dispatch) need vLLM's Python dependencies and a full tree; they skip with the
+  reason when ``vllm.config`` cannot be imported (set GDN_SERIES_PYTHON to an interpreter that has
+  them, e.g. a vLLM venv).
 """
 
 from __future__ import annotations
@@ -34,7 +36,13 @@ LIGHT_TESTS = (
     "tests/kernels/mamba/test_gdn_ucache_spec.py",
     "tests/kernels/mamba/test_gdn_spec_backend.py",
 )
-CONFIG_TESTS = ("tests/config/test_gdn_spec_backend_config.py",)
+# Need vLLM's Python dependencies and the whole patched tree; the Triton cursor ops run
+# interpreted on CPU (CUDA_VISIBLE_DEVICES= keeps vllm.triton_utils on the real Triton).
+FULL_TREE_TESTS = (
+    "tests/config/test_gdn_spec_backend_config.py",
+    "tests/v1/attention/test_gdn_ucache_metadata.py",
+    "tests/kernels/mamba/test_gdn_ucache_layer_dispatch.py",
+)
 
 
 def _has(tree: Path, files: tuple[str, ...]) -> bool:
@@ -74,9 +82,13 @@ def light_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.skip("no tree holds the ucache patches yet (patches/, vllm/, /work/vllm-ucache)")
 
 
-def _pytest(tree: Path, files: tuple[str, ...], shim: bool) -> subprocess.CompletedProcess[str]:
+def _pytest(
+    tree: Path, files: tuple[str, ...], shim: bool, python: str = sys.executable
+) -> subprocess.CompletedProcess[str]:
     env = dict(
         os.environ,
+        CUDA_VISIBLE_DEVICES="",
+        TRITON_INTERPRET="1",
         GDN_SERIES_VLLM_ROOT=str(tree),
         VLLM_TARGET_DEVICE=os.environ.get("VLLM_TARGET_DEVICE", "cpu"),
         # The shim goes by its bare module name: the vLLM tree has its own ``tests`` package.
@@ -87,7 +99,7 @@ def _pytest(tree: Path, files: tuple[str, ...], shim: bool) -> subprocess.Comple
     plugins = ["-p", "vllm_ucache_shim"] if shim else []
     return subprocess.run(
         [
-            sys.executable,
+            python,
             "-m",
             "pytest",
             "-q",
@@ -114,11 +126,12 @@ def test_adapter_and_resolver_tests(light_tree: Path) -> None:
     assert " passed" in result.stdout and " skipped" not in result.stdout, tail
 
 
-def test_config_tests(light_tree: Path) -> None:
-    if not _has(light_tree, CONFIG_TESTS) or not (light_tree / "vllm" / "config").is_dir():
-        pytest.skip(f"{light_tree} is not a full vLLM tree with the config tests")
+def test_full_tree_tests(light_tree: Path) -> None:
+    if not _has(light_tree, FULL_TREE_TESTS) or not (light_tree / "vllm" / "config").is_dir():
+        pytest.skip(f"{light_tree} is not a full vLLM tree with the ucache patches")
+    python = os.environ.get("GDN_SERIES_PYTHON", sys.executable)
     probe = subprocess.run(
-        [sys.executable, "-c", "import transformers, vllm.config, vllm.engine.arg_utils"],
+        [python, "-c", "import transformers, triton, vllm.config, vllm.engine.arg_utils"],
         cwd=light_tree,
         env=dict(os.environ, PYTHONPATH=str(light_tree), VLLM_TARGET_DEVICE="cpu"),
         capture_output=True,
@@ -127,9 +140,9 @@ def test_config_tests(light_tree: Path) -> None:
     )
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        pytest.skip(f"vLLM's Python dependencies are not installed here ({last})")
-    result = _pytest(light_tree, CONFIG_TESTS, shim=False)
+        pytest.skip(f"vLLM's Python dependencies are not importable by {python} ({last})")
+    result = _pytest(light_tree, FULL_TREE_TESTS, shim=False, python=python)
     tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
     if "failed to be inspected" in result.stdout and result.returncode != 0:
-        pytest.skip(f"vLLM's model registry cannot import Qwen3.5 here:\n{tail}")
-    assert result.returncode == 0, f"ucache config tests failed in {light_tree}:\n{tail}"
+        pytest.skip(f"vLLM's model registry cannot import Qwen3.5 with {python}:\n{tail}")
+    assert result.returncode == 0, f"ucache full-tree tests failed in {light_tree}:\n{tail}"
