@@ -1,0 +1,243 @@
+"""The offline GPU-host bundle (#10): builder and host-side stage/unpack on small fake inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tools.gpuhost import bundle, host
+
+TOP = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(shutil.which("xz") is None, reason="needs the xz CLI")
+
+
+def make_wheel(path: Path, files: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return path
+
+
+@pytest.fixture()
+def inputs(tmp_path: Path) -> dict:
+    """A fake project: vllm tree (patched files), vllm wheel, two dependency wheels, cutlass."""
+    cache = tmp_path / "cache"
+    wheels = cache / "gpu-host-wheels"
+    wheels.mkdir(parents=True)
+    big = os.urandom(300_000)  # incompressible: forces several chunks at a small chunk size
+    vllm_wheel = make_wheel(
+        wheels / "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl",
+        {
+            "vllm/__init__.py": b"# from the wheel\n",
+            "vllm/_C_stable_libtorch.abi3.so": big,
+            "vllm/_vllm_fa2_C.abi3.so": b"not kept",
+            "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so": b"fa3",
+            "vllm/vllm_flash_attn/layers/rotary.py": b"# wheel-only python\n",
+            "vllm/vllm-rs": b"binary not kept",
+            "vllm-0.33.0.dist-info/METADATA": b"Name: vllm\nVersion: 0.33.0\n",
+        },
+    )
+    make_wheel(
+        wheels / "pydantic-2.14.4-py3-none-any.whl",
+        {
+            "pydantic/__init__.py": b"VERSION = '2.14.4'\n",
+            "pydantic-2.14.4.dist-info/METADATA": b"",
+        },
+    )
+    make_wheel(
+        wheels / "blake3-1.0.11-cp312-cp312-manylinux_2_17_x86_64.whl",
+        {
+            "blake3-1.0.11.data/platlib/blake3/__init__.py": b"# lifted from .data/platlib\n",
+            "blake3-1.0.11.data/scripts/tool": b"#!/bin/sh\n",
+            "blake3-1.0.11.dist-info/METADATA": b"",
+        },
+    )
+    spec_file = tmp_path / "wheels.txt"
+    spec_file.write_text("# comment\npydantic==2.14.4\nblake3==1.0.11  # compiled\n")
+    tree = tmp_path / "series"
+    (tree / "vllm/model_executor").mkdir(parents=True)
+    (tree / "vllm/__init__.py").write_text("# patched tree\n")
+    (tree / "vllm/model_executor/gdn.py").write_text("PATCHED = True\n")
+    return {
+        "cache": cache,
+        "vllm_wheel": vllm_wheel,
+        "spec_file": spec_file,
+        "tree": tree,
+        "big": big,
+    }
+
+
+def build(tmp_path: Path, inputs: dict, chunk_bytes: int = 120_000) -> tuple[Path, dict]:
+    out = tmp_path / "out"
+    cfg = bundle.BundleConfig(
+        top=TOP,
+        out=out,
+        cache=inputs["cache"],
+        vllm_repo=tmp_path / "no-repo",
+        vllm_tree_dir=inputs["tree"],
+        vllm_wheel=inputs["vllm_wheel"],
+        wheels_file=inputs["spec_file"],
+        chunk_bytes=chunk_bytes,
+        components=("vllm", "wheels", "project"),
+        download=False,
+        xz_big=("-T1", "-1"),
+        xz_small=("-T1", "-1"),
+    )
+    manifest = bundle.build(cfg, log=lambda *a: None)
+    return out, json.loads((out / "MANIFEST.json").read_text()) | {"_obj": manifest}
+
+
+def test_build_chunks_and_plan(tmp_path: Path, inputs: dict) -> None:
+    out, manifest = build(tmp_path, inputs)
+    chunks = manifest["chunks"]
+    assert len(chunks) >= 3, "300 kB of random bytes at 120 kB per chunk"
+    assert all(c["size"] <= 120_000 for c in chunks)
+    assert sum(c["size"] for c in chunks) == manifest["total_bytes"]
+    assert [c["call"] for c in chunks] == list(range(1, len(chunks) + 1))
+    names = [c["name"] for c in manifest["components"]]
+    assert names == ["vllm", "wheels", "project"]
+    plan = (out / "PLAN.md").read_text()
+    for c in chunks:
+        assert c["name"] in plan
+    assert "host.py unpack" in plan and (out / "host.py").is_file()
+
+
+def test_cached_components_are_reused(tmp_path: Path, inputs: dict) -> None:
+    build(tmp_path, inputs)
+    messages: list[str] = []
+    cfg_out = tmp_path / "out2"
+    cfg = bundle.BundleConfig(
+        top=TOP,
+        out=cfg_out,
+        cache=inputs["cache"],
+        vllm_repo=tmp_path / "no-repo",
+        vllm_tree_dir=inputs["tree"],
+        vllm_wheel=inputs["vllm_wheel"],
+        wheels_file=inputs["spec_file"],
+        chunk_bytes=120_000,
+        components=("vllm", "wheels"),
+        download=False,
+        xz_big=("-1",),
+        xz_small=("-1",),
+    )
+    bundle.build(cfg, log=messages.append)
+    assert any(m.startswith("vllm: cached") for m in messages)
+    # A patched file changes: the vllm component is rebuilt.
+    (inputs["tree"] / "vllm/model_executor/gdn.py").write_text("PATCHED = 2\n")
+    messages.clear()
+    bundle.build(cfg, log=messages.append)
+    assert any(m.startswith("vllm: packing") for m in messages)
+
+
+def test_host_stage_over_calls_then_unpack(tmp_path: Path, inputs: dict) -> None:
+    out, manifest = build(tmp_path, inputs)
+    root = tmp_path / "host"
+    chunks = manifest["chunks"]
+    # Each device call carries MANIFEST.json + one chunk (the plan's carry list).
+    for i, chunk in enumerate(chunks):
+        carried = tmp_path / f"call{i}"
+        carried.mkdir()
+        shutil.copy(out / "MANIFEST.json", carried)
+        shutil.copy(out / chunk["name"], carried)
+        missing = host.stage(carried, root, log=lambda *a: None)
+        assert len(missing) == len(chunks) - i - 1
+        if missing:
+            with pytest.raises(host.HostError, match="chunks missing"):
+                host.unpack(root, log=lambda *a: None)
+    env = host.unpack(root, log=lambda *a: None)
+    site = root / "site"
+    assert (site / "vllm/__init__.py").read_text() == "# patched tree\n", "series tree wins"
+    assert (site / "vllm/model_executor/gdn.py").read_text() == "PATCHED = True\n"
+    assert (site / "vllm/_C_stable_libtorch.abi3.so").read_bytes() == inputs["big"]
+    assert (site / "vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so").is_file()
+    assert (site / "vllm/vllm_flash_attn/layers/rotary.py").is_file()
+    assert not (site / "vllm/_vllm_fa2_C.abi3.so").exists()
+    assert not (site / "vllm/vllm-rs").exists()
+    assert (site / "vllm-0.33.0.dist-info/METADATA").is_file()
+    assert (site / "blake3/__init__.py").is_file(), ".data/platlib lifted"
+    assert not list(site.rglob("tool")), "wheel scripts are skipped"
+    assert (root / "project/tools/e2e/make_models.py").is_file()
+    assert (site / ".boot/sitecustomize.py").is_file()
+    text = env.read_text()
+    assert "VLLM_USE_FLASHINFER_SAMPLER" in text and str(site / ".boot") in text
+    # The environment works: the site's packages import through sitecustomize.
+    proc = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"source {env} && {sys.executable} -c 'import pydantic, blake3, vllm; "
+            "print(pydantic.VERSION)'",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "2.14.4"
+    # Unpacking again skips every component.
+    seen: list[str] = []
+    host.unpack(root, log=seen.append)
+    assert all("already unpacked" in s for s in seen)
+
+
+def test_host_rejects_damaged_chunk(tmp_path: Path, inputs: dict) -> None:
+    out, manifest = build(tmp_path, inputs)
+    first = out / manifest["chunks"][0]["name"]
+    data = bytearray(first.read_bytes())
+    data[100] ^= 0xFF
+    first.write_bytes(bytes(data))
+    with pytest.raises(host.HostError, match="damaged"):
+        host.stage(out, tmp_path / "host", log=lambda *a: None)
+
+
+def test_host_cli_names_missing_calls(tmp_path: Path, inputs: dict) -> None:
+    out, manifest = build(tmp_path, inputs)
+    carried = tmp_path / "call1"
+    carried.mkdir()
+    shutil.copy(out / "MANIFEST.json", carried)
+    shutil.copy(out / "chunk-01", carried)
+    root = tmp_path / "host"
+    script = TOP / "tools/gpuhost/host.py"
+    subprocess.run(
+        [sys.executable, script, "--root", root, "stage", carried], check=True, capture_output=True
+    )
+    proc = subprocess.run(
+        [sys.executable, script, "--root", root, "unpack"], capture_output=True, text=True
+    )
+    assert proc.returncode == 1
+    assert "chunk-02 (call 2)" in proc.stderr
+
+
+def test_unpinned_spec_is_refused(tmp_path: Path) -> None:
+    spec = tmp_path / "wheels.txt"
+    spec.write_text("pydantic\n")
+    with pytest.raises(bundle.BundleError, match="not pinned"):
+        bundle.read_specs(spec)
+
+
+def test_missing_wheel_offline_names_the_pin(tmp_path: Path) -> None:
+    with pytest.raises(bundle.BundleError, match="nothere==1.0"):
+        bundle.ensure_wheels(["nothere==1.0"], tmp_path, download=False)
+
+
+def test_project_wheel_list_is_pinned_and_unique() -> None:
+    specs = bundle.read_specs(TOP / "tools/gpuhost/wheels.txt")
+    names = [s.split("==")[0].lower().replace("_", "-") for s in specs]
+    assert len(names) == len(set(names)), "one version of each package"
+    assert "flashinfer-python==0.7.2.post1" in specs
+
+
+def test_script_help_and_shellcheck() -> None:
+    script = TOP / "scripts/gpu-host-bundle.sh"
+    proc = subprocess.run(["bash", script, "--help"], capture_output=True, text=True, check=True)
+    assert "PLAN.md" in proc.stdout
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck:
+        subprocess.run([shellcheck, script], check=True)
