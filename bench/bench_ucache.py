@@ -183,6 +183,62 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def write_outputs(args: argparse.Namespace, results: list[dict[str, Any]], wall: float) -> None:
+    """JSON + markdown + PNG under args.out (called after every HV block: a timeout keeps data)."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    cmd = "python " + " ".join(shlex.quote(a) for a in sys.argv)
+    meta = dict(
+        command=cmd,
+        device=torch.cuda.get_device_name(0),
+        torch=torch.__version__,
+        python=platform.python_version(),
+        wall_s=wall,
+        reps=args.reps,
+        p_verify=P_VERIFY,
+        p_flush=P_FLUSH,
+        hbm_bytes_per_s=HBM_BYTES_PER_S,
+        env={k: v for k, v in os.environ.items() if k.startswith(("GDN_", "CUTE_DSL_ARCH"))},
+    )
+    (args.out / f"{args.tag}.json").write_text(
+        json.dumps(dict(meta=meta, results=results), indent=1)
+    )
+    md = [
+        f"# {args.tag}: fused ucache kernel, graph replay, {'warm' if args.warm else 'cold'} "
+        f"L2 ({meta['device']})",
+        "",
+        f"Command: `{cmd}`",
+        "",
+        "Times in us (median of replays); x = time / HBM floor; ours/fi = ours / flashinfer.",
+        "",
+    ]
+    names = sorted({n for r in results for n in r["us"]})
+    md.append(
+        "| arm | HV | B | flush % | floor | "
+        + " | ".join(f"{n} | x" for n in names)
+        + " | ours/fi |"
+    )
+    md.append("|---" * (5 + 2 * len(names) + 1) + "|")
+    for r in results:
+        cells = [
+            r["arm"],
+            str(r["HV"]),
+            str(r["B"]),
+            str(r["flush_pct"]),
+            f"{r['floor_us']:.1f}",
+        ]
+        for n in names:
+            us = r["us"].get(n)
+            cells += [f"{us:.2f}" if us else "-", f"{us / r['floor_us']:.2f}" if us else "-"]
+        fi, ours = r["us"].get("flashinfer"), r["us"].get("ours")
+        cells.append(f"{ours / fi:.3f}" if fi and ours else "-")
+        md.append("| " + " | ".join(cells) + " |")
+    (args.out / f"{args.tag}.md").write_text("\n".join(md) + "\n")
+    try:
+        plot(results, args.out / f"{args.tag}.png")
+    except Exception as exc:
+        print(f"# plot failed: {exc!r}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -258,60 +314,11 @@ def main() -> int:
                     if "ours" in row["us"] and "flashinfer" in row["us"]:
                         line += f"  {row['us']['ours'] / row['us']['flashinfer']:.3f}"
                     print(line, flush=True)
+            if args.out:
+                write_outputs(args, results, time.time() - t_start)
     wall = time.time() - t_start
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        cmd = "python " + " ".join(shlex.quote(a) for a in sys.argv)
-        meta = dict(
-            command=cmd,
-            device=torch.cuda.get_device_name(0),
-            torch=torch.__version__,
-            python=platform.python_version(),
-            wall_s=wall,
-            reps=args.reps,
-            p_verify=P_VERIFY,
-            p_flush=P_FLUSH,
-            hbm_bytes_per_s=HBM_BYTES_PER_S,
-            env={k: v for k, v in os.environ.items() if k.startswith(("GDN_", "CUTE_DSL_ARCH"))},
-        )
-        (args.out / f"{args.tag}.json").write_text(
-            json.dumps(dict(meta=meta, results=results), indent=1)
-        )
-        md = [
-            f"# {args.tag}: fused ucache kernel, graph replay, {'warm' if args.warm else 'cold'} "
-            f"L2 ({meta['device']})",
-            "",
-            f"Command: `{cmd}`",
-            "",
-            "Times in us (median of replays); x = time / HBM floor; ours/fi = ours / flashinfer.",
-            "",
-        ]
-        names = sorted({n for r in results for n in r["us"]})
-        md.append(
-            "| arm | HV | B | flush % | floor | "
-            + " | ".join(f"{n} | x" for n in names)
-            + " | ours/fi |"
-        )
-        md.append("|---" * (5 + 2 * len(names) + 1) + "|")
-        for r in results:
-            cells = [
-                r["arm"],
-                str(r["HV"]),
-                str(r["B"]),
-                str(r["flush_pct"]),
-                f"{r['floor_us']:.1f}",
-            ]
-            for n in names:
-                us = r["us"].get(n)
-                cells += [f"{us:.2f}" if us else "-", f"{us / r['floor_us']:.2f}" if us else "-"]
-            fi, ours = r["us"].get("flashinfer"), r["us"].get("ours")
-            cells.append(f"{ours / fi:.3f}" if fi and ours else "-")
-            md.append("| " + " | ".join(cells) + " |")
-        (args.out / f"{args.tag}.md").write_text("\n".join(md) + "\n")
-        try:
-            plot(results, args.out / f"{args.tag}.png")
-        except Exception as exc:
-            print(f"# plot failed: {exc!r}", flush=True)
+        write_outputs(args, results, wall)
     print(f"# wall {wall:.1f} s", flush=True)
     return 0
 
