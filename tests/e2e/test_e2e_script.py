@@ -1,0 +1,386 @@
+"""bench/e2e.py (#10) on CPU: arguments, the job plan and engine arguments, the correctness
+judgement on synthetic token lists, the report, and the parent's robustness (every worker
+fails here: no vLLM, no GPU) without a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools.e2e import plan, report
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_e2e():
+    spec = importlib.util.spec_from_file_location("bench_e2e", ROOT / "bench/e2e.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+e2e = load_e2e()
+
+
+# ----------------------------------------------------------------------------- arguments
+
+
+def test_run_arguments_and_tensor_parallel() -> None:
+    args = e2e.parse_args(
+        [
+            "run",
+            "--suite",
+            "correctness",
+            "--models-dir",
+            "m",
+            "--out",
+            "o",
+            "--tensor-parallel-size",
+            "2",
+            "--backends",
+            "nospec,ucache_ours",
+        ]
+    )
+    assert args.tensor_parallel_size == 2 and args.backends == ["nospec", "ucache_ours"]
+    jobs = plan.suite_jobs("correctness", args.backends, None, args.tensor_parallel_size, "/t")
+    assert all(j.engine["tensor_parallel_size"] == 2 for j in jobs)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--suite", "speed", "--models-dir", "m", "--out", "o", "--backends", "bogus"],
+        ["run", "--suite", "correctness", "--models-dir", "m", "--out", "o", "--modes", "x"],
+        [
+            "run",
+            "--suite",
+            "speed",
+            "--models-dir",
+            "m",
+            "--out",
+            "o",
+            "--tensor-parallel-size",
+            "0",
+        ],
+        ["run", "--suite", "nosuch", "--models-dir", "m", "--out", "o"],
+    ],
+)
+def test_bad_arguments_are_refused(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        e2e.parse_args(argv)
+
+
+# ----------------------------------------------------------------------------- plan
+
+
+def test_backend_engine_arguments() -> None:
+    nospec, env = plan.backend_engine_args(plan.BACKENDS["nospec"])
+    assert "speculative_config" not in nospec and not env
+    native, _ = plan.backend_engine_args(plan.BACKENDS["native"])
+    assert native["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 3}
+    assert "use_replayssm" not in native
+    triton, _ = plan.backend_engine_args(plan.BACKENDS["replay_triton"])
+    assert triton["use_replayssm"] and triton["replayssm_buffer_len"] == 16
+    assert triton["additional_config"]["gdn_spec_backend"] == "triton"
+    ours, env = plan.backend_engine_args(plan.BACKENDS["ucache_ours"])
+    assert ours["additional_config"] == {
+        "gdn_prefill_backend": "triton",
+        "gdn_spec_backend": "flashinfer_ucache",
+    }
+    assert env["VLLM_GDN_UCACHE_MODULE"] == str(ROOT / "kernels/gdn_ucache_flush.py")
+    assert (ROOT / "kernels/gdn_ucache_flush.py").is_file()
+    _, env = plan.backend_engine_args(plan.BACKENDS["ucache_flashinfer"])
+    assert env["VLLM_GDN_UCACHE_MODULE"] == "${GDN_FLASHINFER_UCACHE_MODULE}"
+
+
+def test_unset_kernel_variable_leaves_vllm_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    job = plan.correctness_jobs(["ucache_flashinfer"], ["eager"], ["tiny-agree"])[0]
+    monkeypatch.delenv("GDN_FLASHINFER_UCACHE_MODULE", raising=False)
+    assert "VLLM_GDN_UCACHE_MODULE" not in e2e.job_env(job)
+    monkeypatch.setenv("GDN_FLASHINFER_UCACHE_MODULE", "/x/k.py")
+    assert e2e.job_env(job)["VLLM_GDN_UCACHE_MODULE"] == "/x/k.py"
+
+
+def test_correctness_plan_covers_every_backend_and_mode() -> None:
+    jobs = plan.suite_jobs("correctness", list(plan.BACKENDS), None, 1, "/t")
+    assert {(j.backend, j.mode) for j in jobs} == {
+        (b, m) for b in plan.BACKENDS for m in plan.MODES
+    }
+    assert all(j.num_requests >= 64 and j.max_tokens >= 256 for j in jobs)
+    modes = {j.mode: j for j in jobs if j.backend == "nospec"}
+    assert modes["eager"].engine["enforce_eager"] is True
+    assert modes["full_graphs"].engine["compilation_config"]["cudagraph_mode"] == (
+        "FULL_DECODE_ONLY"
+    )
+    assert modes["piecewise_compile"].engine["compilation_config"]["cudagraph_mode"] == (
+        "PIECEWISE"
+    )
+    assert modes["prefix_caching"].engine["enable_prefix_caching"] is True
+    assert modes["prefix_caching"].prompts == "shared_prefix"
+    assert "num_gpu_blocks_override" in modes["preemption"].engine
+    # Every correctness engine shares the GPU: fixed KV budget, no memory profiling.
+    assert all(j.engine["kv_cache_memory_bytes"] == 2 << 30 for j in jobs)
+
+
+def test_smoke_plan_runs_both_acceptance_levels() -> None:
+    jobs = plan.suite_jobs("smoke", ["nospec", "native"], None, 1, "/t")
+    assert {j.model for j in jobs} == {"tiny-agree", "tiny-reject"}
+
+
+def test_speed_plan_captures_exactly_the_sweep_sizes() -> None:
+    jobs = plan.suite_jobs("speed", ["nospec", "native"], None, 1, "/t")
+    assert {j.model for j in jobs} == {"geom-35b-agree", "geom-35b-reject"}
+    sizes = jobs[0].engine["compilation_config"]["cudagraph_capture_sizes"]
+    for b in plan.SPEED_BATCHES:
+        assert b in sizes and 4 * b in sizes
+    assert jobs[0].engine["max_num_seqs"] == 256 and jobs[0].batches == plan.SPEED_BATCHES
+
+
+def test_prompts_are_deterministic_and_mixed() -> None:
+    a = plan.make_prompts("mixed", 64, 2048)
+    assert a == plan.make_prompts("mixed", 64, 2048)
+    assert len({len(p) for p in a}) >= 5 and all(3 <= t < 2048 for p in a for t in p)
+    shared = plan.make_prompts("shared_prefix", 16, 2048)
+    assert shared[0][:272] == shared[4][:272]
+    with pytest.raises(ValueError):
+        plan.make_prompts("nope", 1, 10)
+
+
+def spec_backend_source() -> str | None:
+    for ref in ("gdn-ucache", "ucache-wip"):
+        shown = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(ROOT / "vllm"),
+                "show",
+                f"{ref}:vllm/model_executor/layers/mamba/gdn/spec_backend.py",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if shown.returncode == 0:
+            return shown.stdout
+    return None
+
+
+def test_badconfig_expectations_match_the_designed_messages() -> None:
+    """The regexes match messages built the way spec_backend.py builds them."""
+    jobs = {j.mode: j for j in plan.badconfig_jobs("tiny-agree", "/t")}
+    samples = {
+        "T=3": "1 + num_speculative_tokens is 3; the kernel supports T in (4, 8) "
+        "(num_speculative_tokens 3, 7)",
+        "missing-module": "VLLM_GDN_UCACHE_MODULE='/t/no_such_kernel.py' does not exist; point",
+        "pre-ring-module": "/t/pre_ring/gdn_ucache_flush.py has RING_SLOTS = 16; vLLM needs",
+        "float32-state": "--mamba-ssm-cache-dtype float32 is not a ucache checkpoint dtype",
+    }
+    import re
+
+    for mode, text in samples.items():
+        assert re.search(jobs[mode].expect_error, text), mode
+    source = spec_backend_source()
+    if source is None:
+        pytest.skip("the ucache series (spec_backend.py) is not in vllm/")
+    assert "the kernel supports T in" in source and "is not a ucache" in source
+    assert "has {found}; vLLM needs a ring build" in source
+
+
+def test_pre_ring_module_differs_only_in_ring_slots(tmp_path: Path) -> None:
+    e2e.pre_ring_module(tmp_path)
+    text = (tmp_path / "pre_ring/gdn_ucache_flush.py").read_text()
+    assert "\nRING_SLOTS = 16" in text and "\nRING_SLOTS = 32" not in text
+
+
+# ----------------------------------------------------------------------------- judgement
+
+
+def test_first_divergence() -> None:
+    assert report.first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert report.first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert report.first_divergence([1, 2, 3], [1, 2]) == 2
+
+
+def test_compare_identical_bounded_and_diverging() -> None:
+    ref = {"tokens": [[1, 2, 3, 4]] * 20, "margins": [[2.0, 0.01, 3.0, 3.0]] * 20}
+    same = report.compare_outputs("b", ref, {"tokens": [[1, 2, 3, 4]] * 20})
+    assert same.verdict == "identical" and same.identical == 20
+    # One request diverges where the reference's top-2 margin is a rounding tie.
+    tie = report.compare_outputs("b", ref, {"tokens": [[1, 9, 9, 9]] + [[1, 2, 3, 4]] * 19})
+    assert tie.verdict == "bounded"
+    assert tie.divergences[0].position == 1 and tie.divergences[0].reference_margin == 0.01
+    # A divergence at a clear margin is a bug, not rounding.
+    bug = report.compare_outputs("b", ref, {"tokens": [[1, 2, 9, 9]] + [[1, 2, 3, 4]] * 19})
+    assert bug.verdict == "DIVERGES"
+    # Too many rounding divergences also fail.
+    many = report.compare_outputs("b", ref, {"tokens": [[1, 9, 9, 9]] * 5 + [[1, 2, 3, 4]] * 15})
+    assert many.verdict == "DIVERGES"
+    short = report.compare_outputs("b", ref, {"tokens": [[1]]})
+    assert short.verdict == "error"
+
+
+def test_acceptance_from_counters() -> None:
+    acc = report.acceptance(
+        {
+            "spec_decode_num_drafts": 100,
+            "spec_decode_num_draft_tokens": 300,
+            "spec_decode_num_accepted_tokens": 210,
+            "spec_decode_num_accepted_tokens_per_pos": [90, 70, 50],
+        }
+    )
+    assert acc["tokens_per_step"] == pytest.approx(3.1)
+    assert acc["draft_acceptance_rate"] == pytest.approx(0.7)
+    assert acc["per_position"] == [0.9, 0.7, 0.5]
+    assert report.acceptance({}) is None
+
+
+def synthetic_results() -> list[dict]:
+    def res(suite, model, mode, backend, **kw):
+        return {
+            "job": {
+                "suite": suite,
+                "model": model,
+                "mode": mode,
+                "backend": backend,
+                "engine": {"tensor_parallel_size": 1},
+            },
+            "status": "ok",
+            **kw,
+        }
+
+    toks = [[5, 6, 7, 8]] * 4
+    out = [
+        res(
+            "correctness",
+            "tiny-agree",
+            "eager",
+            "nospec",
+            output={"tokens": toks, "margins": [[1.0] * 4] * 4},
+        ),
+        res(
+            "correctness",
+            "tiny-agree",
+            "eager",
+            "native",
+            output={"tokens": toks},
+            metrics={"spec_decode_num_drafts": 10, "spec_decode_num_accepted_tokens": 20},
+        ),
+        res(
+            "correctness",
+            "tiny-agree",
+            "eager",
+            "ucache_ours",
+            output={"tokens": [[5, 6, 0, 0]] + toks[1:]},
+        ),
+        res("correctness", "tiny-agree", "prefix_caching", "replay_triton"),
+    ]
+    out[-1] |= {"status": "init-error", "error": "ValueError: does not support prefix caching"}
+    for backend, scale in (("nospec", 1.0), ("native", 1.5), ("ucache_ours", 3.0)):
+        out.append(
+            res(
+                "speed",
+                "geom-35b-agree",
+                "graphs",
+                backend,
+                speed=[{"batch": b, "decode_tok_s": scale * 100 * b} for b in (1, 8)],
+            )
+        )
+    out.append(
+        {
+            "job": {
+                "suite": "badconfig",
+                "model": "tiny-agree",
+                "mode": "T=3",
+                "backend": "ucache_ours",
+                "engine": {},
+            },
+            "status": "expected-error",
+            "error": "ValueError: ... T in (4, 8)",
+        }
+    )
+    return out
+
+
+def test_markdown_and_plot(tmp_path: Path) -> None:
+    results = synthetic_results()
+    rows = {(r["mode"], r["backend"]): r for r in report.judge_correctness(results)}
+    assert rows[("eager", "native")]["verdict"] == "identical"
+    assert rows[("eager", "native")]["acceptance"]["tokens_per_step"] == pytest.approx(3.0)
+    assert rows[("eager", "ucache_ours")]["verdict"] == "DIVERGES"
+    assert rows[("prefix_caching", "replay_triton")]["verdict"] == "init-error"
+    speed = {(r["batch"], r["backend"]): r for r in report.speed_rows(results)}
+    assert speed[(8, "ucache_ours")]["vs_native"] == pytest.approx(2.0)
+    assert speed[(8, "ucache_ours")]["vs_nospec"] == pytest.approx(3.0)
+    text = report.markdown(results, {("geom-35b-agree", "native"): 12.5}, command="x")
+    assert "| tiny-agree | eager | ucache_ours | DIVERGES |" in text
+    assert "| geom-35b-agree | 8 | native | 1200 | 1.00 | 1.50 | 12.50 |" in text
+    assert "| T=3 | expected-error |" in text
+    assert report.plot_speed(results, tmp_path / "speed.png")
+    assert (tmp_path / "speed.png").stat().st_size > 1000
+
+
+def test_report_command_renders_committed_json(tmp_path: Path) -> None:
+    path = tmp_path / "e2e-x.json"
+    path.write_text(
+        json.dumps({"command": "python3 bench/e2e.py run ...", "results": synthetic_results()})
+    )
+    assert e2e.main(["report", str(path), "--out", str(tmp_path), "--name", "e2e"]) == 0
+    assert "Decode speed" in (tmp_path / "e2e.md").read_text()
+    assert (tmp_path / "e2e.png").is_file()
+
+
+# ----------------------------------------------------------------------------- robustness
+
+
+def test_parent_survives_failing_workers(tmp_path: Path) -> None:
+    """No GPU/vLLM here: every worker fails at init; the run records it and finishes."""
+    from tools.e2e import make_models
+
+    models = tmp_path / "models"
+    for name in ("tiny-agree", "tiny-reject"):
+        (models / name).mkdir(parents=True)
+        (models / name / "config.json").write_text(
+            json.dumps(make_models.make_config(make_models.MODELS["tiny"]))
+        )
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench/e2e.py"),
+            "run",
+            "--suite",
+            "smoke",
+            "--suite",
+            "badconfig",
+            "--backends",
+            "nospec,native",
+            "--models-dir",
+            str(models),
+            "--out",
+            str(out),
+            "--jobs",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads((out / "e2e-smoke-badconfig.json").read_text())
+    statuses = {
+        (r["job"]["suite"], r["job"]["model"], r["job"]["backend"], r["job"]["mode"]): r["status"]
+        for r in data["results"]
+    }
+    assert len(statuses) == 4 + 4
+    for (suite, *_), status in statuses.items():
+        if suite == "badconfig":
+            assert status == "wrong-error"  # failed, but not with the designed message
+        else:
+            assert status == "init-error"
+    assert (out / "e2e-smoke-badconfig.md").is_file()
+    assert "Jobs that did not complete" in (out / "e2e-smoke-badconfig.md").read_text()

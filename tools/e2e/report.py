@@ -1,0 +1,303 @@
+"""Judge and tabulate e2e results (#10): correctness against no speculation, acceptance, speed
+ratios, bad-configuration checks. Pure Python on the result dicts the workers write, so it runs
+(and is tested) on CPU; `bench/e2e.py report` re-renders committed results here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# A greedy divergence counts as rounding (legitimate) when the reference run's own top-2
+# logprob margin at the first differing position is below this: bf16 logits carry ~3 significant
+# digits, and the spec paths reorder GDN sums (fp16/bf16 state) differently from no speculation.
+ROUNDING_MARGIN = 0.05
+# Share of requests allowed to diverge by rounding before a backend fails the comparison.
+MAX_ROUNDING_SHARE = 0.10
+
+
+@dataclass
+class Divergence:
+    request: int
+    position: int  # first differing output position
+    reference_token: int
+    token: int
+    reference_margin: float | None  # top1 - top2 logprob of the reference at that position
+
+
+@dataclass
+class Comparison:
+    backend: str
+    requests: int
+    identical: int
+    divergences: list[Divergence]
+    verdict: str  # "identical" | "bounded" | "DIVERGES" | "no reference" | "error"
+    note: str = ""
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """First index where the two token lists differ (a length difference counts), else None."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def compare_outputs(
+    backend: str,
+    reference: dict,
+    candidate: dict,
+    margin: float = ROUNDING_MARGIN,
+    max_share: float = MAX_ROUNDING_SHARE,
+) -> Comparison:
+    """candidate vs reference (both: {"tokens": [[...]], "margins": [[...]] | None})."""
+    ref_tokens, tokens = reference["tokens"], candidate["tokens"]
+    if len(ref_tokens) != len(tokens):
+        return Comparison(
+            backend,
+            len(tokens),
+            0,
+            [],
+            "error",
+            f"{len(tokens)} outputs vs {len(ref_tokens)} in the reference",
+        )
+    margins = reference.get("margins") or [None] * len(ref_tokens)
+    divergences = []
+    for i, (ref, out) in enumerate(zip(ref_tokens, tokens, strict=True)):
+        pos = first_divergence(ref, out)
+        if pos is None:
+            continue
+        row = margins[i] or []
+        gap = row[pos] if pos < len(row) else None
+        divergences.append(
+            Divergence(
+                i, pos, ref[pos] if pos < len(ref) else -1, out[pos] if pos < len(out) else -1, gap
+            )
+        )
+    identical = len(tokens) - len(divergences)
+    if not divergences:
+        verdict, note = "identical", ""
+    else:
+        rounding = [
+            d for d in divergences if d.reference_margin is not None and d.reference_margin < margin
+        ]
+        worst = max((d.reference_margin or 0.0) for d in divergences)
+        if len(rounding) == len(divergences) and len(divergences) <= max_share * len(tokens):
+            verdict = "bounded"
+            note = (
+                f"{len(divergences)} request(s) diverge where the reference's top-2 margin "
+                f"< {margin} (max {worst:.3f}): rounding ties"
+            )
+        else:
+            verdict = "DIVERGES"
+            note = (
+                f"{len(divergences) - len(rounding)} divergence(s) at a clear reference "
+                f"margin (max {worst:.3f}) or too many ({len(divergences)})"
+            )
+    return Comparison(backend, len(tokens), identical, divergences, verdict, note)
+
+
+def acceptance(metrics: dict | None) -> dict | None:
+    """Mean accepted draft tokens per step and per-position rates from the spec counters."""
+    if not metrics or not metrics.get("spec_decode_num_drafts"):
+        return None
+    drafts = metrics["spec_decode_num_drafts"]
+    accepted = metrics.get("spec_decode_num_accepted_tokens", 0)
+    draft_tokens = metrics.get("spec_decode_num_draft_tokens", 0)
+    per_pos = metrics.get("spec_decode_num_accepted_tokens_per_pos") or []
+    return {
+        "accepted_per_step": accepted / drafts,
+        "tokens_per_step": 1 + accepted / drafts,
+        "draft_acceptance_rate": accepted / draft_tokens if draft_tokens else None,
+        "per_position": [round(x / drafts, 3) for x in per_pos],
+    }
+
+
+def judge_correctness(results: list[dict]) -> list[dict]:
+    """Group correctness results by (model, mode); compare each backend with `nospec`."""
+    groups: dict[tuple[str, str], dict[str, dict]] = {}
+    for res in results:
+        if res["job"]["suite"] in ("correctness", "smoke"):
+            groups.setdefault((res["job"]["model"], res["job"]["mode"]), {})[
+                res["job"]["backend"]
+            ] = res
+    rows = []
+    for (model, mode), by_backend in sorted(groups.items()):
+        ref = by_backend.get("nospec")
+        for backend, res in sorted(by_backend.items()):
+            row = {
+                "model": model,
+                "mode": mode,
+                "backend": backend,
+                "status": res["status"],
+                "preemptions": (res.get("metrics") or {}).get("num_preemptions"),
+                "acceptance": acceptance(res.get("metrics")),
+                "seconds": res.get("seconds"),
+            }
+            if res["status"] != "ok":
+                row |= {"verdict": res["status"], "note": (res.get("error") or "")[:300]}
+            elif backend == "nospec":
+                row |= {"verdict": "reference", "note": ""}
+            elif ref is None or ref["status"] != "ok":
+                row |= {"verdict": "no reference", "note": "nospec did not run in this mode"}
+            else:
+                comp = compare_outputs(backend, ref["output"], res["output"])
+                row |= {
+                    "verdict": comp.verdict,
+                    "note": comp.note,
+                    "identical": f"{comp.identical}/{comp.requests}",
+                    "divergences": [asdict(d) for d in comp.divergences[:8]],
+                }
+            rows.append(row)
+    return rows
+
+
+def speed_rows(results: list[dict], state_bytes: dict | None = None) -> list[dict]:
+    """Decode tokens/s per (model, backend, batch) with ratios to native spec and nospec."""
+    table: dict[tuple[str, int], dict[str, float]] = {}
+    for res in results:
+        if res["job"]["suite"] != "speed" or res["status"] != "ok":
+            continue
+        for point in res.get("speed", []):
+            table.setdefault((res["job"]["model"], point["batch"]), {})[res["job"]["backend"]] = (
+                point["decode_tok_s"]
+            )
+    rows = []
+    for (model, batch), by_backend in sorted(table.items()):
+        for backend, tok_s in sorted(by_backend.items()):
+            native, nospec = by_backend.get("native"), by_backend.get("nospec")
+            rows.append(
+                {
+                    "model": model,
+                    "batch": batch,
+                    "backend": backend,
+                    "decode_tok_s": tok_s,
+                    "vs_native": tok_s / native if native else None,
+                    "vs_nospec": tok_s / nospec if nospec else None,
+                    "state_mib_per_request": (state_bytes or {}).get((model, backend)),
+                }
+            )
+    return rows
+
+
+def _fmt(x, spec: str = ".2f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def markdown(results: list[dict], state_bytes: dict | None = None, command: str = "") -> str:
+    lines = ["# End to end on the H200 (#10)", ""]
+    if command:
+        lines += ["Command:", "", f"    {command}", ""]
+    meta = next((r.get("host") for r in results if r.get("host")), None)
+    if meta:
+        lines += [f"Host: {meta}", ""]
+    corr = judge_correctness(results)
+    if corr:
+        lines += [
+            "## Correctness: greedy tokens against no speculation",
+            "",
+            "| model | mode | backend | verdict | identical | tokens/step | preemptions "
+            "| s | note |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in corr:
+            acc = r.get("acceptance") or {}
+            lines.append(
+                f"| {r['model']} | {r['mode']} | {r['backend']} | {r['verdict']} | "
+                f"{r.get('identical', '-')} | {_fmt(acc.get('tokens_per_step'))} | "
+                f"{_fmt(r.get('preemptions'), 'd') if r.get('preemptions') is not None else '-'}"
+                f" | {_fmt(r.get('seconds'), '.0f')} | {r.get('note', '')} |"
+            )
+        lines.append("")
+    speed = speed_rows(results, state_bytes)
+    if speed:
+        lines += [
+            "## Decode speed (tokens/s; ratios taken in one run)",
+            "",
+            "| model | batch | backend | tok/s | vs native spec | vs no spec "
+            "| GDN state MiB/request |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in speed:
+            lines.append(
+                f"| {r['model']} | {r['batch']} | {r['backend']} | {r['decode_tok_s']:.0f} | "
+                f"{_fmt(r['vs_native'])} | {_fmt(r['vs_nospec'])} | "
+                f"{_fmt(r['state_mib_per_request'])} |"
+            )
+        accs = [
+            (res["job"]["model"], res["job"]["backend"], acceptance(res.get("metrics")))
+            for res in results
+            if res["job"]["suite"] == "speed" and res["status"] == "ok"
+        ]
+        accs = [a for a in accs if a[2]]
+        if accs:
+            lines += [
+                "",
+                "Measured acceptance (speed runs): "
+                + "; ".join(f"{m} {b}: {a['tokens_per_step']:.2f} tokens/step" for m, b, a in accs),
+            ]
+        lines.append("")
+    bad = [r for r in results if r["job"]["suite"] == "badconfig"]
+    if bad:
+        lines += [
+            "## Bad configuration fails at init with the designed message",
+            "",
+            "| setting | result | message |",
+            "|---|---|---|",
+        ]
+        for r in bad:
+            msg = (r.get("error") or "").replace("\n", " ").replace("|", "/")[:240]
+            lines.append(f"| {r['job']['mode']} | {r['status']} | {msg} |")
+        lines.append("")
+    other = [r for r in results if r["status"] not in ("ok", "expected-error")]
+    if other:
+        lines += ["## Jobs that did not complete", ""]
+        lines += [
+            f"- {r['job']['suite']}/{r['job']['model']}/{r['job']['mode']}/"
+            f"{r['job']['backend']}: {r['status']}"
+            for r in other
+        ]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot_speed(results: list[dict], path: Path) -> bool:
+    """Decode tokens/s against batch, one panel per model. False if nothing to plot."""
+    rows = speed_rows(results)
+    if not rows:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = sorted({r["model"] for r in rows})
+    fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4), squeeze=False)
+    for ax, model in zip(axes[0], models, strict=True):
+        for backend in sorted({r["backend"] for r in rows if r["model"] == model}):
+            pts = sorted(
+                (r["batch"], r["decode_tok_s"])
+                for r in rows
+                if r["model"] == model and r["backend"] == backend
+            )
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=backend)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch (concurrent requests)")
+        ax.set_ylabel("decode tokens/s")
+        ax.set_title(model)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def load_results(paths: list[Path]) -> list[dict]:
+    results = []
+    for path in paths:
+        data = json.loads(path.read_text())
+        results.extend(data["results"] if isinstance(data, dict) else data)
+    return results
