@@ -52,7 +52,8 @@ Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
 - optional stochastic rounding of the folded checkpoint (GDN_UCACHE_STATE_SR=1, off by default).
 
 Instructions: mma.sync, ld/st.global (16-byte vectors), shfl, exit; no wgmma/tcgen05/TMA, so the
-same code compiles for sm_90a and sm_100a. Tested on: SM90 (H200). SM100 is compile-checked only.
+same code compiles for sm_90a and sm_100a. Tested on: SM90 (H200: conformance and benchmark,
+2026-12-02, results/kernel/). SM100 (B200) is compile-checked only (CI builds sm_100a).
 """
 
 import os

@@ -1,0 +1,51 @@
+"""CPU checks of the benchmark's byte model and the kernel's launch heuristics (no GPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench.bench_ucache import HBM_BYTES_PER_S, floor_bytes
+
+KERNEL = Path(__file__).resolve().parents[2] / "kernels" / "gdn_ucache_flush.py"
+
+
+def test_floor_matches_kernel_spec_tables() -> None:
+    # kernel-spec 3.2 (HV=64, H=16, T=4): fused verify P=12 2.59 MB, flush P=16 4.77 MB per request,
+    # and the B=256 verify-only floor of 154.5 us at 4.3 TB/s.
+    assert floor_bytes(1, 16, 64, 4, 0, 12, 16) / 1e6 == pytest.approx(2.59, abs=0.01)
+    assert floor_bytes(1, 16, 64, 4, 1, 12, 16) / 1e6 == pytest.approx(4.77, abs=0.01)
+    assert floor_bytes(256, 16, 64, 4, 0, 12, 16) / HBM_BYTES_PER_S * 1e6 == pytest.approx(
+        154.5, abs=0.1
+    )
+    # HV=32 spec table (P=12 verify, 10.0 us at B=32; P=16 flush 18.2 us)
+    assert floor_bytes(32, 16, 32, 4, 0, 12, 16) / HBM_BYTES_PER_S * 1e6 == pytest.approx(
+        10.0, abs=0.1
+    )
+    assert floor_bytes(32, 16, 32, 4, 32, 12, 16) / HBM_BYTES_PER_S * 1e6 == pytest.approx(
+        18.2, abs=0.1
+    )
+
+
+@pytest.fixture(scope="module")
+def kmod():
+    spec = importlib.util.spec_from_file_location("gdnu_heuristics", KERNEL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bv_heuristic(kmod, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GDN_UCACHE_BV", raising=False)
+    cpu = torch.device("cpu")  # 132 SMs assumed off-GPU
+    assert kmod._pick_bv(1, 32, cpu) == 16  # latency-bound: most CTAs
+    assert kmod._pick_bv(8, 32, cpu) == 64
+    assert kmod._pick_bv(256, 64, cpu) == 128  # one pass over whole tiles
+    monkeypatch.setenv("GDN_UCACHE_BV", "32")
+    assert kmod._pick_bv(256, 64, cpu) == 32
+    monkeypatch.setenv("GDN_UCACHE_BV", "48")
+    with pytest.raises(ValueError, match="GDN_UCACHE_BV"):
+        kmod._pick_bv(1, 32, cpu)
