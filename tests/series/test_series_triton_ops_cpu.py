@@ -226,3 +226,51 @@ def test_triton_kernels_compile_for_gpu(series_tree: Path, arch: int) -> None:
         timeout=900,
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+
+
+HARNESS_CHECK = """
+import sys
+from pathlib import Path
+
+from kernels.reference.arms import get_arm
+from kernels.reference.backends import KernelHandle, load_module_by_path
+from kernels.reference.harness import ConformanceHarness, HarnessConfig
+
+layout, num_tokens = sys.argv[1], int(sys.argv[2])
+adapter = load_module_by_path(Path("tests/series/triton_baseline_adapter.py"), {}, "cpu")
+handle = KernelHandle(
+    backend="triton_vllm", arm=get_arm("serving"), layout=layout,
+    fn=adapter.gated_delta_rule_mtp_ucache_flush, device="cpu", supported_t=adapter.SUPPORTED_T,
+    pad_output_policy=adapter.PAD_OUTPUT_POLICY, g_ring_format=adapter.G_RING_FORMAT,
+)
+config = HarnessConfig(num_tokens=num_tokens, steps=16, pad_rows=1, head_dim=16, layout=layout,
+                       recycle_prob=0.05)
+report = ConformanceHarness(handle, config).run()
+assert report.ok, report.failure_text()
+assert report.summary()["flush_rows"] > 0
+print("harness ok", report.summary())
+"""
+
+
+@pytest.mark.parametrize("layout, num_tokens", [("compact", 4), ("vllm", 8), ("vllm", 1)])
+def test_triton_baseline_passes_conformance_harness(
+    series_tree: Path, layout: str, num_tokens: int
+) -> None:
+    """The conformance suite's multi-step harness (cursor protocol, flushes, wraps, pad rows,
+    recycled slots; vLLM's packed q/k/v and block-strided pools) drives the Triton baseline
+    through its ucache-contract adapter at a small head dim, in the serving dtype arm."""
+    env = dict(
+        os.environ,
+        TRITON_INTERPRET="1",
+        GDN_SERIES_VLLM_ROOT=str(series_tree),
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", HARNESS_CHECK, layout, str(num_tokens)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
