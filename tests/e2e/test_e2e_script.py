@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -384,3 +385,61 @@ def test_parent_survives_failing_workers(tmp_path: Path) -> None:
             assert status == "init-error"
     assert (out / "e2e-smoke-badconfig.md").is_file()
     assert "Jobs that did not complete" in (out / "e2e-smoke-badconfig.md").read_text()
+
+
+# ----------------------------------------------------------------------------- real vLLM (CPU)
+
+ENGINE_CHECK = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from tools.e2e import plan
+from vllm.config import CompilationConfig
+from vllm.engine.arg_utils import EngineArgs
+import dataclasses
+fields = {f.name for f in dataclasses.fields(EngineArgs)}
+jobs = (plan.suite_jobs("correctness", list(plan.BACKENDS), None, 1, "/t")
+        + plan.suite_jobs("speed", list(plan.BACKENDS), None, 1, "/t")
+        + plan.badconfig_jobs("tiny-agree", "/t"))
+unknown = sorted({k for j in jobs for k in j.engine if k not in fields})
+for j in jobs:
+    if "compilation_config" in j.engine:
+        CompilationConfig(**j.engine["compilation_config"])
+job = plan.correctness_jobs(["native"], ["eager"], ["tiny-agree"])[0]
+engine = {k: v for k, v in job.engine.items() if k != "kv_cache_memory_bytes"}
+cfg = EngineArgs(model=sys.argv[2], skip_tokenizer_init=True, **engine).create_engine_config()
+print(json.dumps({"unknown": unknown, "text_config": type(cfg.model_config.hf_text_config).__name__,
+                  "arch": cfg.model_config.architecture,
+                  "ssm_dtype": str(cfg.cache_config.mamba_ssm_cache_dtype),
+                  "spec": cfg.speculative_config.method}))
+"""
+
+
+@pytest.mark.container
+def test_engine_arguments_against_the_real_vllm(tmp_path: Path) -> None:
+    """With the container check's venv (the pinned vllm wheel + the series, CPU), every job's
+    engine arguments exist and the constructed tiny checkpoint resolves to Qwen3.5 + MTP."""
+    from tools.container.check import venv_dir
+    from tools.e2e import make_models
+    from tools.series.layout import default_layout
+
+    python = venv_dir(default_layout()) / "bin/python"
+    if not python.exists():
+        pytest.skip(f"no {python} (scripts/check-container-install.sh builds it)")
+    model = make_models.write_model(tmp_path, make_models.MODELS["tiny"], "agree")
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run(
+        [str(python), "-c", ENGINE_CHECK, str(ROOT), str(model)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {
+        "unknown": [],
+        "text_config": "Qwen3_5TextConfig",
+        "arch": "Qwen3_5ForCausalLM",
+        "ssm_dtype": "float32",
+        "spec": "mtp",
+    }
