@@ -1373,9 +1373,11 @@ def _launch(
     dev = q.device
     os.environ.setdefault("CUTE_DSL_ARCH", _arch_string(dev))
     bv = _pick_bv(q.shape[0], HV, dev)
-    # Large grids are limited by how many CTAs (and so state bytes in flight) fit on an SM:
-    # cap registers for 4 CTAs/SM where that costs no spills (measured, kernels/NOTES.md).
-    mbp = 4 if bv == 128 and T <= 4 and q.shape[0] * HV >= 4 * _num_sms(dev) else 0
+    # BV=128 grids are limited by how many CTAs (and so state bytes in flight) fit on an SM:
+    # cap registers for 4 CTAs/SM (130 -> 128 registers at T <= 4: no spills). Measured at
+    # B*HV >= 4 SMs (kernels/NOTES.md); below that it also turns B=8/HV=64 (512 CTAs) into one wave
+    # instead of two (predicted, not yet measured).
+    mbp = 4 if bv == 128 and T <= 4 else 0
     fn = compile_variant(T, H, HV, bv, IO_TORCH, ST_TORCH, RING_TORCH, STATE_SR, pdl, mbp=mbp)
     gm = cute.AddressSpace.gmem
     io = cutlass.BFloat16 if IO_TORCH == torch.bfloat16 else cutlass.Float16
