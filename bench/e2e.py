@@ -379,7 +379,14 @@ def render(args: argparse.Namespace) -> int:
         report.markdown(results, state, command="; ".join(c for c in commands if c))
     )
     report.plot_speed(results, args.out / f"{name}.png")
-    print(f"wrote {args.out / name}.md/.png")
+    compact = {
+        "commands": commands,
+        "correctness": report.judge_correctness(results),
+        "speed": report.speed_rows(results, state),
+        "results": [report.compact(r) for r in results],
+    }
+    (args.out / f"{name}.json").write_text(json.dumps(compact, indent=0, default=str) + "\n")
+    print(f"wrote {args.out / name}.md/.png/.json")
     return 0
 
 

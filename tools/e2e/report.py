@@ -295,9 +295,25 @@ def plot_speed(results: list[dict], path: Path) -> bool:
     return True
 
 
+def compact(result: dict) -> dict:
+    """A result without its token lists and margins (the judged rows keep what matters), so the
+    committed JSON stays small: the work tree travels with every device call."""
+    out = {k: v for k, v in result.items() if k not in ("output", "log_tail")}
+    if result.get("output"):
+        out["output"] = {
+            "requests": len(result["output"]["tokens"]),
+            "tokens": sum(len(t) for t in result["output"]["tokens"]),
+        }
+    return out
+
+
 def load_results(paths: list[Path]) -> list[dict]:
     results = []
     for path in paths:
         data = json.loads(path.read_text())
-        results.extend(data["results"] if isinstance(data, dict) else data)
+        rows = data["results"] if isinstance(data, dict) else data
+        # Compact files (report's own output) carry no tokens: only raw run files are judged.
+        results.extend(
+            r for r in rows if not r.get("output") or isinstance(r["output"].get("tokens"), list)
+        )
     return results
