@@ -25,6 +25,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -243,14 +244,14 @@ def job_env(job: plan.Job) -> dict:
     return env
 
 
-def run_job(job: plan.Job, models_dir: Path, out: Path, timeout_s: float) -> dict:
-    jobs_dir = out / "jobs"
+def run_job(job: plan.Job, models_dir: Path, work: Path, timeout_s: float) -> dict:
+    jobs_dir = work / "jobs"
     jobs_dir.mkdir(parents=True, exist_ok=True)
     stem = job.key.replace("/", "__")
     job_path, result_path, log_path = (
         jobs_dir / f"{stem}.job.json",
         jobs_dir / f"{stem}.result.json",
-        out / "logs" / stem,
+        work / "logs" / stem,
     )
     log_path.parent.mkdir(exist_ok=True)
     job_path.write_text(json.dumps(job.to_dict()))
@@ -291,9 +292,19 @@ def run_job(job: plan.Job, models_dir: Path, out: Path, timeout_s: float) -> dic
     return result
 
 
+def pack_logs(work: Path, out: Path, name: str) -> None:
+    """All worker logs in one file: the device tool returns at most 8 files from $OUT."""
+    logs = sorted((work / "logs").glob("*.log"))
+    if logs:
+        with tarfile.open(out / f"logs-{name}.tar.xz", "w:xz") as tar:
+            for log in logs:
+                tar.add(log, arcname=log.name)
+
+
 def write_outputs(
     results: list[dict], out: Path, name: str, command: str, plot: bool = False
 ) -> None:
+    """JSON + markdown (+ PNG) per run, plus the logs archive: $OUT returns <= 8 files."""
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(
         json.dumps({"command": command, "results": results}, indent=0) + "\n"
@@ -308,6 +319,7 @@ def run(args: argparse.Namespace) -> int:
     deadline = start + args.deadline_s
     out = args.out
     tmp = Path(tempfile.mkdtemp(prefix="e2e-"))
+    work = args.work or tmp / "work"  # per-job files and logs (never under $OUT)
     pre_ring_module(tmp)
     jobs: list[plan.Job] = []
     for suite in args.suite:
@@ -339,7 +351,7 @@ def run(args: argparse.Namespace) -> int:
         if left < MIN_JOB_S:
             res = {"job": job.to_dict(), "status": "skipped (deadline)"}
         else:
-            res = run_job(job, args.models_dir, out, min(job.timeout_s, left - 5))
+            res = run_job(job, args.models_dir, work, min(job.timeout_s, left - 5))
         extra = ""
         if res.get("output"):
             extra = f" distinct>={res.get('distinct_tokens_min')}"
@@ -365,6 +377,7 @@ def run(args: argparse.Namespace) -> int:
     for job in alone:  # timings: nothing else on the GPU
         one(job)
     write_outputs(results, out, name, command, plot=True)
+    pack_logs(work, out, name)
     print((out / f"{name}.md").read_text(), flush=True)
     return 0
 
@@ -453,6 +466,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=540,
         help="start no job after this many seconds (device calls stop at 600)",
+    )
+    p_run.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="per-job files and logs (default: a temp dir; never under --out)",
     )
     p_run.add_argument(
         "--jobs",

@@ -383,7 +383,11 @@ def test_parent_survives_failing_workers(tmp_path: Path) -> None:
             assert status == "wrong-error"  # failed, but not with the designed message
         else:
             assert status == "init-error"
-    assert (out / "e2e-smoke-badconfig.md").is_file()
+    assert sorted(p.name for p in out.iterdir()) == [
+        "e2e-smoke-badconfig.json",
+        "e2e-smoke-badconfig.md",
+        "logs-e2e-smoke-badconfig.tar.xz",
+    ], "at most 8 files come back from $OUT (no PNG without speed results)"
     assert "Jobs that did not complete" in (out / "e2e-smoke-badconfig.md").read_text()
 
 

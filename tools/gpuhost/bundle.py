@@ -47,6 +47,12 @@ DEFAULT_WHEEL_KEEP = (
     "vllm/third_party/triton_kernels/*",
     "vllm-*.dist-info/*",
 )
+# Never used on a CUDA 13 host running token-id prompts: NCCL extension builds for CUDA 12
+# (58 MB raw) and Mistral's tekken tokenizer tables (32 MB raw).
+WHEELS_DROP = (
+    "nccl/*/lib/cu12/*",
+    "mistral_common/data/tekken_*.json",
+)
 CUTLASS_DROP = (
     "nvidia_cutlass_dsl/cu13/lib/stubs/*",
     "nvidia_cutlass_dsl/cu13/lib/libcuda_dialect_runtime_static.a",
@@ -540,9 +546,9 @@ def build(cfg: BundleConfig, log=print) -> Manifest:
     if "wheels" in cfg.components:
         specs = read_specs(cfg.wheels_file or cfg.top / "tools/gpuhost/wheels.txt")
         wheels = ensure_wheels(specs, wheel_cache, cfg.download)
-        key = inputs_key("wheels", [w.name for w in wheels])
+        key = inputs_key("wheels", [w.name for w in wheels], WHEELS_DROP)
         source["wheels"] = [w.name for w in wheels]
-        members = (m for w in wheels for m in wheel_members(w))
+        members = (m for w in wheels for m in wheel_members(w, drop=WHEELS_DROP))
         components.append(
             build_component(
                 "wheels",
