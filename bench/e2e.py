@@ -95,6 +95,15 @@ def _margins(output) -> list[float] | None:
     return rows
 
 
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def run_worker(job: dict, models_dir: Path, result_path: Path) -> int:
     result: dict = {"job": job, "status": "starting", "seconds": None}
     write = lambda: result_path.write_text(json.dumps(result) + "\n")  # noqa: E731
@@ -112,6 +121,17 @@ def run_worker(job: dict, models_dir: Path, result_path: Path) -> int:
         os.environ.setdefault(key, value)  # the multi-GPU hosts must never use NVLink multicast
     model_dir = models_dir / job["model"]
     cfg = json.loads((model_dir / "config.json").read_text())
+    result["env"] = {k: os.environ.get(k) for k in ("VLLM_GDN_UCACHE_MODULE",)}
+    wants_ucache = job["engine"].get("additional_config", {}).get("gdn_spec_backend")
+    if wants_ucache == "flashinfer_ucache" and not _has_module(
+        "vllm.model_executor.layers.mamba.gdn.spec_backend"
+    ):
+        # Without the series' ucache patches the key is an opaque, ignored dict entry: the
+        # engine would silently run another path under this backend's name.
+        result["status"] = "unavailable"
+        result["error"] = "the bundled vLLM lacks the ucache backend (gdn/spec_backend.py)"
+        write()
+        return 0
     try:
         import torch
 
