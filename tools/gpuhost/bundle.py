@@ -360,9 +360,13 @@ def plan_markdown(manifest: Manifest, out_rel: str, tree_bytes: int, limit_bytes
         carry = json.dumps([f"{out_rel}/MANIFEST.json", f"{out_rel}/{chunk['name']}"])
         cmd = f"python3 tools/gpuhost/host.py stage {out_rel}"
         if chunk["call"] == last:
-            cmd += f" && python3 tools/gpuhost/host.py unpack && source {HOST_ENV_FILE} && ..."
+            cmd += f" && python3 tools/gpuhost/host.py unpack && source {HOST_ENV_FILE} && <run>"
         lines.append(f"| {chunk['call']} | `{carry}` | `{cmd}` |")
     lines += [
+        "",
+        "`<run>` for the e2e check (issue #10; NOTES.md lists the calls after it):",
+        "",
+        f"    {E2E_FIRST_RUN}",
         "",
         f"Later calls on the same warm host: `source {HOST_ENV_FILE} && ...` (no carry). "
         "If the host was released in between, `host.py unpack` names the chunks that are "
@@ -380,6 +384,11 @@ def plan_markdown(manifest: Manifest, out_rel: str, tree_bytes: int, limit_bytes
 
 
 HOST_ENV_FILE = "/tmp/gdn-host/env.sh"
+E2E_FIRST_RUN = (
+    "python3 bench/e2e.py models /tmp/e2e-models --models tiny && python3 bench/e2e.py run "
+    "--suite smoke --suite badconfig --suite correctness --modes eager,full_graphs "
+    "--models-dir /tmp/e2e-models --out $OUT/e2e --deadline-s 480 --name e2e-a"
+)
 
 
 def tree_bytes(top: Path) -> int:
