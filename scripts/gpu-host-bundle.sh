@@ -2,7 +2,7 @@
 # Build the offline GPU-host bundle of the PATCHED vLLM into a git-ignored folder (issue #10).
 #
 #   scripts/gpu-host-bundle.sh [--out DIR=.gpu/vllm-bundle] [--series-ref REF=gdn-ucache]
-#                              [--chunk-mib 56] [--components vllm,wheels,cutlass,project]
+#                              [--chunk-mib N (default: fit 64 MiB calls)] [--components vllm,wheels,cutlass,project]
 #                              [--vllm-tree DIR] [--vllm-wheel WHL] [--offline] [--fast]
 #
 # Contents: the series branch's vllm/ tree + the vllm 0.33.0 wheel's compiled extensions and

@@ -241,3 +241,14 @@ def test_script_help_and_shellcheck() -> None:
     shellcheck = shutil.which("shellcheck")
     if shellcheck:
         subprocess.run([shellcheck, script], check=True)
+
+
+def test_auto_chunk_size_is_the_fewest_balanced_chunks() -> None:
+    mib = bundle.MIB
+    # 178 MiB with a 3.5 MiB tree: 58.5 MiB of room -> 4 chunks of 44.5 MiB
+    size = bundle.auto_chunk_bytes(178 * mib, int(3.5 * mib), 64 * mib)
+    assert size == -(-178 * mib // 4) and size <= 58.5 * mib
+    # 170 MiB fits 3 chunks of 56.7 MiB
+    assert bundle.auto_chunk_bytes(170 * mib, int(3.5 * mib), 64 * mib) == -(-170 * mib // 3)
+    with pytest.raises(bundle.BundleError, match="no room"):
+        bundle.auto_chunk_bytes(10 * mib, 62 * mib, 64 * mib)

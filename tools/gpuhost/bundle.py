@@ -280,6 +280,23 @@ def build_component(
     return Component(name, key, path, files=files, raw_bytes=raw, notes=notes)
 
 
+# Room left in every call for the work tree to grow (results, other helpers' files) after the
+# bundle was built.
+TREE_MARGIN = 2 * MIB
+
+
+def auto_chunk_bytes(total: int, tree: int, limit: int, margin: int = TREE_MARGIN) -> int:
+    """Fewest chunks that fit a call beside the work tree, then equal sizes (even margins)."""
+    room = limit - tree - margin
+    if room <= MIB:
+        raise BundleError(
+            f"the work tree ({tree / MIB:.1f} MiB) leaves no room in a {limit / MIB:.0f} MiB "
+            "call: ignore or remove large untracked files"
+        )
+    n_chunks = max(1, -(-total // room))
+    return -(-total // n_chunks)
+
+
 def split_payload(components: list[Component], out: Path, chunk_bytes: int) -> list[Chunk]:
     """Concatenate the components' .tar.xz into one payload and cut it into chunks of at most
     `chunk_bytes`; chunk i travels in device call i (1-based)."""
@@ -481,7 +498,7 @@ class BundleConfig:
     vllm_tree_dir: Path | None = None  # a plain directory instead of vllm_repo@series_ref
     vllm_wheel: Path | None = None  # default: found/downloaded into the cache
     wheels_file: Path | None = None  # default: tools/gpuhost/wheels.txt
-    chunk_bytes: int = 56 * MIB
+    chunk_bytes: int = 0  # 0: the largest that fits a call beside the work tree, balanced
     limit_bytes: int = 64 * MIB
     components: tuple[str, ...] = ("vllm", "wheels", "cutlass", "project")
     download: bool = True
@@ -595,10 +612,13 @@ def build(cfg: BundleConfig, log=print) -> Manifest:
             )
         )
 
-    chunks = split_payload(components, cfg.out, cfg.chunk_bytes)
+    tree = tree_bytes(cfg.top) if (cfg.top / ".git").exists() else 0
+    total = sum(c.path.stat().st_size for c in components)
+    chunk_bytes = cfg.chunk_bytes or auto_chunk_bytes(total, tree, cfg.limit_bytes)
+    chunks = split_payload(components, cfg.out, chunk_bytes)
     manifest = Manifest(
         format=1,
-        chunk_bytes=cfg.chunk_bytes,
+        chunk_bytes=chunk_bytes,
         total_bytes=sum(c.size for c in components),
         components=[
             {k: v for k, v in asdict(c).items() if k != "path"} | {"file": c.path.name}
@@ -612,11 +632,10 @@ def build(cfg: BundleConfig, log=print) -> Manifest:
         out_rel = cfg.out.relative_to(cfg.top).as_posix()
     except ValueError:
         out_rel = str(cfg.out)
-    tree = tree_bytes(cfg.top) if (cfg.top / ".git").exists() else 0
     (cfg.out / "PLAN.md").write_text(plan_markdown(manifest, out_rel, tree, cfg.limit_bytes))
-    if tree + cfg.chunk_bytes + 64 * 1024 > cfg.limit_bytes:
+    if tree + chunk_bytes + TREE_MARGIN // 2 > cfg.limit_bytes:
         log(
-            f"warning: work tree {tree / MIB:.1f} MiB + chunk {cfg.chunk_bytes / MIB:.0f} MiB "
+            f"warning: work tree {tree / MIB:.1f} MiB + chunk {chunk_bytes / MIB:.0f} MiB "
             f"exceeds the {cfg.limit_bytes / MIB:.0f} MiB per call: lower --chunk-mib"
         )
     shutil.copy2(Path(__file__).with_name("host.py"), cfg.out / "host.py")
@@ -649,8 +668,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--chunk-mib",
         type=float,
-        default=56.0,
-        help="chunk size = what one device call carries besides the work tree",
+        default=0.0,
+        help="chunk size (default: the largest that fits a 64 MiB call beside the work tree, "
+        "balanced over the fewest chunks)",
     )
     parser.add_argument("--components", default="vllm,wheels,cutlass,project")
     parser.add_argument("--offline", action="store_true", help="never download; use the cache")
