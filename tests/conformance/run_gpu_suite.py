@@ -49,7 +49,10 @@ def _unit_cases(
     arm: str, unit: str, backend_arms: tuple[str, ...], names: set[str] | None = None
 ) -> list[Case]:
     chosen = [c for c in _selected(arm, backend_arms, names) if c.unit == unit]
-    return sorted(chosen, key=lambda c: (_KIND_ORDER[c.kind], c.name == "misaligned_cursors"))
+    return sorted(
+        chosen,
+        key=lambda c: (_KIND_ORDER.get(c.kind, len(_KIND_ORDER)), c.name == "misaligned_cursors"),
+    )
 
 
 def _write_json(path: Path, data: Any) -> None:
