@@ -25,6 +25,7 @@ from tools.container.check import (
     build_test_tree,
     module_name,
     pristine_problems,
+    selected_tests,
     series_test_files,
 )
 from tools.series.layout import Layout
@@ -161,3 +162,21 @@ def test_pristine_check_against_record(tmp_path: Path) -> None:
     (site / "vllm/__pycache__").mkdir()
     (site / "vllm/__pycache__/envs.cpython-311.pyc").write_bytes(b"")
     assert sorted(pristine_problems(site)) == ["changed vllm/envs.py", "extra vllm/ucache.py"]
+
+
+def test_changed_upstream_test_file_runs_only_the_series_tests(tmp_path: Path) -> None:
+    original = (
+        "import pytest\n\n\ndef test_upstream():\n    assert True\n\n\n"
+        "class TestUpstream:\n    def test_a(self):\n        assert True\n"
+    )
+    changed = original.replace(
+        "class TestUpstream:",
+        "@pytest.mark.parametrize('x', [1, 2])\ndef test_series(x):\n    assert x\n\n\n"
+        "class TestUpstream:",
+    ).replace("def test_upstream():\n    assert True", "def test_upstream():\n    assert 1")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/test_config.py").write_text(changed)
+    selected = selected_tests(tmp_path, "tests/test_config.py", original)
+    assert selected == ["tests/test_config.py::test_upstream", "tests/test_config.py::test_series"]
+    # A file the series adds runs whole.
+    assert selected_tests(tmp_path, "tests/test_config.py", None) == ["tests/test_config.py"]

@@ -21,8 +21,12 @@ Dockerfile's logic on the real vllm wheel instead: in a cached virtualenv
 
 from __future__ import annotations
 
+import ast
 import base64
+import contextlib
 import csv
+import difflib
+import fcntl
 import hashlib
 import json
 import os
@@ -33,6 +37,7 @@ import sys
 import tarfile
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from tools.container.install import touched_package_files
@@ -46,7 +51,7 @@ from tools.container.serve import (
 from tools.series.errors import SeriesError
 from tools.series.layout import PROJECT_ROOT, Layout
 from tools.series.patchfile import parse_patch, read_series
-from tools.series.target import apply_hunks, parse_diff
+from tools.series.target import apply_hunks, parse_diff, split_lines
 
 INSTALLED_MARKER = ".gdn-ucache-installed"
 COMPLETE_MARKER = ".complete"
@@ -318,10 +323,11 @@ def series_test_files(layout: Layout) -> list[str]:
     return found
 
 
-def build_test_tree(layout: Layout, destination: Path) -> None:
+def build_test_tree(layout: Layout, destination: Path) -> dict[str, str | None]:
     """vLLM's tests/ (pinned sdist) plus the series' hunks under tests/, in ``destination``.
 
     No ``vllm/`` source goes there, so the tests import the installed, patched package.
+    Returns the sdist text of every test file the series changes (None: the series adds it).
     """
     from tools.series.populate import fetch_sdist
 
@@ -341,29 +347,82 @@ def build_test_tree(layout: Layout, destination: Path) -> None:
                 member.name = rel
                 members.append(member)
         archive.extractall(destination, members=members, filter="data")
+    originals: dict[str, str | None] = {}
     for patch in read_series(layout.patches_dir):
         for diff in parse_diff(parse_patch(patch).diff, patch.name):
             if not diff.path.startswith("tests/"):
                 continue
             path = destination / diff.path
+            if diff.path not in originals:
+                originals[diff.path] = path.read_text() if path.is_file() else None
             if diff.is_deleted:
                 path.unlink(missing_ok=True)
                 continue
-            current = [] if diff.is_new else path.read_text().splitlines(keepends=True)
+            current = [] if diff.is_new else split_lines(path.read_bytes().decode("utf-8"))
             after = apply_hunks(current, diff.hunks)
             if after is None:
                 raise SeriesError(
                     f"{patch.name}: its hunks for {diff.path} do not apply to the sdist"
                 )
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("".join(after))
+            path.write_bytes("".join(after).encode("utf-8"))
+    return originals
 
 
 def _patches(count: int) -> str:
     return f"{count} patch" if count == 1 else f"{count} patches"
 
 
+def selected_tests(tree: Path, rel: str, original: str | None) -> list[str]:
+    """pytest node ids to run from one test file the series touches.
+
+    A file the series adds runs whole. In a file it changes, only the top-level tests and
+    test classes whose lines it added or changed run: the rest is upstream's suite, which
+    needs what the image lacks (network, GPU, vLLM's test requirements).
+    """
+    current = (tree / rel).read_text()
+    if original is None:
+        return [rel]
+    changed: set[int] = set()
+    matcher = difflib.SequenceMatcher(
+        a=original.splitlines(), b=current.splitlines(), autojunk=False
+    )
+    for tag, _, _, start, end in matcher.get_opcodes():
+        if tag in ("replace", "insert"):
+            changed.update(range(start + 1, end + 1))
+    selected = []
+    for node in ast.parse(current).body:
+        is_test = (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name.startswith("test")
+        ) or (isinstance(node, ast.ClassDef) and node.name.startswith("Test"))
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        if is_test and changed & set(range(first, (node.end_lineno or node.lineno) + 1)):
+            selected.append(f"{rel}::{node.name}")
+    return selected
+
+
+@contextlib.contextmanager
+def venv_lock(layout: Layout) -> Iterator[None]:
+    """One check at a time per venv: runs restore, patch and test the same site-packages."""
+    venv = venv_dir(layout)
+    lock_path = venv.parent / f"{venv.name}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another container check to finish (lock {lock_path})", flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def check_install(layout: Layout, run_tests: bool = True) -> int:
+    with venv_lock(layout):
+        return _check_install(layout, run_tests)
+
+
+def _check_install(layout: Layout, run_tests: bool) -> int:
     started = time.monotonic()
     patches = read_series(layout.patches_dir)
     touched = touched_package_files(layout)
@@ -428,7 +487,12 @@ def check_install(layout: Layout, run_tests: bool = True) -> int:
         print("  no test files in the series")
     else:
         tree = venv_dir(layout) / "series-tests"
-        build_test_tree(layout, tree)
+        originals = build_test_tree(layout, tree)
+        selection = [node for rel in tests for node in selected_tests(tree, rel, originals[rel])]
+        for rel in tests:
+            if originals[rel] is not None:
+                chosen = [n for n in selection if n.startswith(rel + "::")]
+                print(f"  {rel} (changed upstream file): {len(chosen)} test(s) the series touches")
         _run(
             [
                 str(python),
