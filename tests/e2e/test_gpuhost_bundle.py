@@ -57,6 +57,10 @@ def inputs(tmp_path: Path) -> dict:
             "blake3-1.0.11.data/platlib/blake3/__init__.py": b"# lifted from .data/platlib\n",
             "blake3-1.0.11.data/scripts/tool": b"#!/bin/sh\n",
             "blake3-1.0.11.dist-info/METADATA": b"",
+            # Like CuTe-DSL's: a .pth that imports its package and extends sys.path from it.
+            "fake_dsl/__init__.py": b"",
+            "fake_dsl_packages.pth": b"import sys, os, fake_dsl; "
+            b"sys.path.insert(0, os.path.join(fake_dsl.__path__[0], 'extra'))\n",
         },
     )
     spec_file = tmp_path / "wheels.txt"
@@ -172,15 +176,17 @@ def test_host_stage_over_calls_then_unpack(tmp_path: Path, inputs: dict) -> None
         [
             "bash",
             "-c",
-            f"source {env} && {sys.executable} -c 'import pydantic, blake3, vllm; "
-            "print(pydantic.VERSION)'",
+            f"source {env} && {sys.executable} -c 'import sys, pydantic, blake3, vllm, fake_dsl; "
+            'print(pydantic.VERSION, sys.path.index(fake_dsl.__path__[0] + "/extra"))\'',
         ],
         capture_output=True,
         text=True,
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "2.14.4"
+    version, pth_index = proc.stdout.split()
+    assert version == "2.14.4", "the bundle's copy wins over the local one"
+    assert int(pth_index) <= 2, ".pth ran against the bundled package, its path is up front"
     # Unpacking again skips every component.
     seen: list[str] = []
     host.unpack(root, log=seen.append)
@@ -246,9 +252,16 @@ def test_script_help_and_shellcheck() -> None:
 def test_auto_chunk_size_is_the_fewest_balanced_chunks() -> None:
     mib = bundle.MIB
     # 178 MiB with a 3.5 MiB tree: 58.5 MiB of room -> 4 chunks of 44.5 MiB
-    size = bundle.auto_chunk_bytes(178 * mib, int(3.5 * mib), 64 * mib)
+    size = bundle.auto_chunk_bytes(178 * mib, int(3.5 * mib), 64 * mib, margin=2 * mib)
     assert size == -(-178 * mib // 4) and size <= 58.5 * mib
     # 170 MiB fits 3 chunks of 56.7 MiB
-    assert bundle.auto_chunk_bytes(170 * mib, int(3.5 * mib), 64 * mib) == -(-170 * mib // 3)
+    assert bundle.auto_chunk_bytes(170 * mib, int(3.5 * mib), 64 * mib, margin=2 * mib) == -(
+        -170 * mib // 3
+    )
+    # The measured bundle: 174.2 MiB with a 4.6 MiB tree fits 3 calls at the default margin.
+    assert (
+        -(-int(174.2 * mib) // bundle.auto_chunk_bytes(int(174.2 * mib), int(4.6 * mib), 64 * mib))
+        == 3
+    )
     with pytest.raises(bundle.BundleError, match="no room"):
         bundle.auto_chunk_bytes(10 * mib, 62 * mib, 64 * mib)

@@ -183,9 +183,12 @@ def write_env(root: Path = DEFAULT_ROOT) -> Path:
     # addsitedir (not a plain PYTHONPATH entry) so that .pth files in the site work (CuTe-DSL's);
     # its entries then move to the front: the bundle's versions win over a host's older copies
     # (a host may already have another vllm or typing_extensions).
+    # The site is put first *before* its .pth files run, so that CuTe-DSL's .pth imports the
+    # bundled nvidia_cutlass_dsl even where the host has another one.
     (boot / "sitecustomize.py").write_text(
         "import site\nimport sys\n\n"
         "_before = list(sys.path)\n"
+        f"sys.path.insert(0, {str(site)!r})\n"
         f"site.addsitedir({str(site)!r})\n"
         "sys.path[:] = [p for p in sys.path if p not in _before] + _before\n"
     )
