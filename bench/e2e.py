@@ -137,7 +137,10 @@ def run_worker(job: dict, models_dir: Path, result_path: Path) -> int:
 
         from vllm import LLM, SamplingParams
 
-        result["host"] = f"{torch.cuda.get_device_name()} torch {torch.__version__}"
+        try:
+            result["host"] = f"{torch.cuda.get_device_name()} torch {torch.__version__}"
+        except Exception:  # noqa: BLE001 - no GPU: let vLLM say what is missing
+            result["host"] = f"no CUDA device, torch {torch.__version__}"
         llm = LLM(
             model=str(model_dir),
             skip_tokenizer_init=True,
