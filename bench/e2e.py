@@ -120,6 +120,11 @@ def run_worker(job: dict, models_dir: Path, result_path: Path) -> int:
     ):
         os.environ.setdefault(key, value)  # the multi-GPU hosts must never use NVLink multicast
     model_dir = models_dir / job["model"]
+    if not (model_dir / "config.json").is_file():
+        result["status"] = "missing-model"
+        result["error"] = f"no {model_dir}/config.json: run `bench/e2e.py models` for it first"
+        write()
+        return 0
     cfg = json.loads((model_dir / "config.json").read_text())
     result["env"] = {k: os.environ.get(k) for k in ("VLLM_GDN_UCACHE_MODULE",)}
     wants_ucache = job["engine"].get("additional_config", {}).get("gdn_spec_backend")

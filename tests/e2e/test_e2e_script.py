@@ -448,3 +448,11 @@ def test_engine_arguments_against_the_real_vllm(tmp_path: Path) -> None:
         "ssm_dtype": "float32",
         "spec": "mtp",
     }
+
+
+def test_missing_model_is_reported(tmp_path: Path) -> None:
+    job = plan.correctness_jobs(["nospec"], ["eager"], ["tiny-agree"])[0]
+    result = tmp_path / "r.json"
+    assert e2e.run_worker(job.to_dict(), tmp_path / "nomodels", result) == 0
+    data = json.loads(result.read_text())
+    assert data["status"] == "missing-model" and "bench/e2e.py models" in data["error"]
