@@ -104,81 +104,10 @@ def _has_module(name: str) -> bool:
         return False
 
 
-def run_worker(job: dict, models_dir: Path, result_path: Path) -> int:
-    result: dict = {"job": job, "status": "starting", "seconds": None}
-    write = lambda: result_path.write_text(json.dumps(result) + "\n")  # noqa: E731
-    write()
-    start = time.time()
-    tp = job["engine"].get("tensor_parallel_size", 1)
-    if tp == 1:
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # errors stay in-process
-    os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
-    for key, value in (
-        ("NCCL_NVLS_ENABLE", "0"),
-        ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-        ("NVSHMEM_DISABLE_NVLS", "1"),
-    ):
-        os.environ.setdefault(key, value)  # the multi-GPU hosts must never use NVLink multicast
-    model_dir = models_dir / job["model"]
-    if not (model_dir / "config.json").is_file():
-        result["status"] = "missing-model"
-        result["error"] = f"no {model_dir}/config.json: run `bench/e2e.py models` for it first"
-        write()
-        return 0
-    cfg = json.loads((model_dir / "config.json").read_text())
-    result["env"] = {k: os.environ.get(k) for k in ("VLLM_GDN_UCACHE_MODULE",)}
-    wants_ucache = job["engine"].get("additional_config", {}).get("gdn_spec_backend")
-    if wants_ucache == "flashinfer_ucache" and not _has_module(
-        "vllm.model_executor.layers.mamba.gdn.spec_backend"
-    ):
-        # Without the series' ucache patches the key is an opaque, ignored dict entry: the
-        # engine would silently run another path under this backend's name.
-        result["status"] = "unavailable"
-        result["error"] = "the bundled vLLM lacks the ucache backend (gdn/spec_backend.py)"
-        write()
-        return 0
-    try:
-        import torch
+def _measure(llm, job: dict, cfg: dict, result: dict, write) -> None:
+    """Generate (correctness) or sweep batches (speed); fills `result`."""
+    from vllm import SamplingParams
 
-        from vllm import LLM, SamplingParams
-
-        try:
-            result["host"] = f"{torch.cuda.get_device_name()} torch {torch.__version__}"
-        except Exception:  # noqa: BLE001 - no GPU: let vLLM say what is missing
-            result["host"] = f"no CUDA device, torch {torch.__version__}"
-        llm = LLM(
-            model=str(model_dir),
-            skip_tokenizer_init=True,
-            seed=0,
-            disable_log_stats=False,
-            **job["engine"],
-        )
-    except BaseException as exc:  # noqa: BLE001 - every init failure is a result
-        text = f"{type(exc).__name__}: {exc}"
-        result["error"] = text[-4000:]
-        result["traceback"] = "".join(traceback.format_exception(exc)[-6:])[-3000:]
-        if job.get("expect_error"):
-            ok = re.search(job["expect_error"], text) is not None
-            result["status"] = "expected-error" if ok else "wrong-error"
-        else:
-            result["status"] = "init-error"
-        result["seconds"] = round(time.time() - start, 1)
-        write()
-        return 0
-    result["init_seconds"] = round(time.time() - start, 1)
-    if job.get("expect_error"):
-        result["status"] = "no-error"  # the engine started although it must refuse
-        write()
-        return 0
-    try:
-        cc = llm.llm_engine.vllm_config.cache_config
-        result["cache"] = {
-            "num_gpu_blocks": cc.num_gpu_blocks,
-            "mamba_ssm_cache_dtype": str(cc.mamba_ssm_cache_dtype),
-            "block_size": cc.block_size,
-        }
-    except Exception:  # noqa: BLE001 - informative only
-        pass
     prompts = plan.make_prompts(job["prompts"], job["num_requests"], cfg["vocab_size"])
     inputs = [{"prompt_token_ids": p} for p in prompts]
     if job["suite"] in ("correctness", "smoke"):
@@ -243,6 +172,92 @@ def run_worker(job: dict, models_dir: Path, result_path: Path) -> int:
         result["max_memory_allocated_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
     except Exception:  # noqa: BLE001
         pass
+
+
+def run_worker(job: dict, models_dir: Path, result_path: Path) -> int:
+    result: dict = {"job": job, "status": "starting", "seconds": None}
+    write = lambda: result_path.write_text(json.dumps(result) + "\n")  # noqa: E731
+    write()
+    start = time.time()
+    tp = job["engine"].get("tensor_parallel_size", 1)
+    if tp == 1:
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # errors stay in-process
+    os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+    for key, value in (
+        ("NCCL_NVLS_ENABLE", "0"),
+        ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+        ("NVSHMEM_DISABLE_NVLS", "1"),
+    ):
+        os.environ.setdefault(key, value)  # the multi-GPU hosts must never use NVLink multicast
+    model_dir = models_dir / job["model"]
+    if not (model_dir / "config.json").is_file():
+        result["status"] = "missing-model"
+        result["error"] = f"no {model_dir}/config.json: run `bench/e2e.py models` for it first"
+        write()
+        return 0
+    cfg = json.loads((model_dir / "config.json").read_text())
+    result["env"] = {k: os.environ.get(k) for k in ("VLLM_GDN_UCACHE_MODULE",)}
+    wants_ucache = job["engine"].get("additional_config", {}).get("gdn_spec_backend")
+    if wants_ucache == "flashinfer_ucache" and not _has_module(
+        "vllm.model_executor.layers.mamba.gdn.spec_backend"
+    ):
+        # Without the series' ucache patches the key is an opaque, ignored dict entry: the
+        # engine would silently run another path under this backend's name.
+        result["status"] = "unavailable"
+        result["error"] = "the bundled vLLM lacks the ucache backend (gdn/spec_backend.py)"
+        write()
+        return 0
+    try:
+        import torch
+
+        from vllm import LLM
+
+        try:
+            result["host"] = f"{torch.cuda.get_device_name()} torch {torch.__version__}"
+        except Exception:  # noqa: BLE001 - no GPU: let vLLM say what is missing
+            result["host"] = f"no CUDA device, torch {torch.__version__}"
+        llm = LLM(
+            model=str(model_dir),
+            skip_tokenizer_init=True,
+            seed=0,
+            disable_log_stats=False,
+            **job["engine"],
+        )
+    except BaseException as exc:  # noqa: BLE001 - every init failure is a result
+        text = f"{type(exc).__name__}: {exc}"
+        result["error"] = text[-4000:]
+        result["traceback"] = "".join(traceback.format_exception(exc)[-6:])[-3000:]
+        if job.get("expect_error"):
+            ok = re.search(job["expect_error"], text) is not None
+            result["status"] = "expected-error" if ok else "wrong-error"
+        else:
+            result["status"] = "init-error"
+        result["seconds"] = round(time.time() - start, 1)
+        write()
+        return 0
+    result["init_seconds"] = round(time.time() - start, 1)
+    if job.get("expect_error"):
+        result["status"] = "no-error"  # the engine started although it must refuse
+        write()
+        return 0
+    try:
+        cc = llm.llm_engine.vllm_config.cache_config
+        result["cache"] = {
+            "num_gpu_blocks": cc.num_gpu_blocks,
+            "mamba_ssm_cache_dtype": str(cc.mamba_ssm_cache_dtype),
+            "block_size": cc.block_size,
+        }
+    except Exception:  # noqa: BLE001 - informative only
+        pass
+    try:
+        _measure(llm, job, cfg, result, write)
+    except Exception as exc:  # noqa: BLE001 - a failing step is a result too
+        result["status"] = "run-error"
+        result["error"] = f"{type(exc).__name__}: {exc}"[-4000:]
+        result["traceback"] = "".join(traceback.format_exception(exc)[-6:])[-3000:]
+        result["seconds"] = round(time.time() - start, 1)
+        write()
+        return 0
     result["status"] = "ok"
     result["seconds"] = round(time.time() - start, 1)
     write()

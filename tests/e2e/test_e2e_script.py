@@ -132,6 +132,9 @@ def test_correctness_plan_covers_every_backend_and_mode() -> None:
 def test_smoke_plan_runs_both_acceptance_levels() -> None:
     jobs = plan.suite_jobs("smoke", ["nospec", "native"], None, 1, "/t")
     assert {j.model for j in jobs} == {"tiny-agree", "tiny-reject"}
+    # Smoke and correctness run in one invocation: their job keys (files) must differ.
+    both = jobs + plan.suite_jobs("correctness", ["nospec", "native"], ["eager"], 1, "/t")
+    assert len({j.key for j in both}) == len(both)
 
 
 def test_speed_plan_captures_exactly_the_sweep_sizes() -> None:
@@ -456,3 +459,99 @@ def test_missing_model_is_reported(tmp_path: Path) -> None:
     assert e2e.run_worker(job.to_dict(), tmp_path / "nomodels", result) == 0
     data = json.loads(result.read_text())
     assert data["status"] == "missing-model" and "bench/e2e.py models" in data["error"]
+
+
+# ----------------------------------------------------------------------------- worker, fake engine
+
+
+class _Logprob:
+    def __init__(self, value: float) -> None:
+        self.logprob = value
+
+
+class _Completion:
+    def __init__(self, tokens: list[int], logprobs) -> None:
+        self.token_ids = tokens
+        self.logprobs = logprobs
+
+
+class _Output:
+    def __init__(self, tokens: list[int], logprobs) -> None:
+        self.outputs = [_Completion(tokens, logprobs)]
+
+
+class _Counter:
+    def __init__(self, name: str, value: int) -> None:
+        self.name, self.value = name, value
+
+
+class _Vector:
+    def __init__(self, name: str, values: list[int]) -> None:
+        self.name, self.values = name, values
+
+
+class FakeLLM:
+    """generate(): token t+1 follows t; counters grow like a spec run accepting 2 of 3."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def generate(self, inputs, sp, use_tqdm=False):
+        outs = []
+        for item in inputs:
+            last = item["prompt_token_ids"][-1]
+            tokens = [(last + i + 1) % 2048 for i in range(sp.max_tokens)]
+            logprobs = (
+                [{t: _Logprob(-0.1), t + 1: _Logprob(-2.6)} for t in tokens]
+                if sp.logprobs
+                else None
+            )
+            outs.append(_Output(tokens, logprobs))
+            self.steps += sp.max_tokens
+        return outs
+
+    def get_metrics(self):
+        drafts = self.steps // 3
+        return [
+            _Counter("vllm:spec_decode_num_drafts", drafts),
+            _Counter("vllm:spec_decode_num_draft_tokens", 3 * drafts),
+            _Counter("vllm:spec_decode_num_accepted_tokens", 2 * drafts),
+            _Vector("vllm:spec_decode_num_accepted_tokens_per_pos", [drafts, drafts, 0]),
+            _Counter("vllm:num_preemptions", 0),
+        ]
+
+
+@pytest.fixture()
+def fake_vllm(monkeypatch: pytest.MonkeyPatch):
+    import types
+
+    class SamplingParams:
+        def __init__(self, **kw) -> None:
+            self.__dict__.update(kw)
+            self.logprobs = kw.get("logprobs")
+
+    module = types.ModuleType("vllm")
+    module.SamplingParams = SamplingParams  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    return module
+
+
+def test_measure_correctness_with_a_fake_engine(fake_vllm) -> None:
+    job = plan.suite_jobs("smoke", ["nospec"], None, 1, "/t")[0].to_dict()
+    result: dict = {}
+    e2e._measure(FakeLLM(), job, {"vocab_size": 2048}, result, lambda: None)
+    out = result["output"]
+    assert len(out["tokens"]) == 16 and all(len(t) == 64 for t in out["tokens"])
+    assert out["margins"][0][0] == pytest.approx(2.5)
+    acc = report.acceptance(result["metrics"])
+    assert acc["tokens_per_step"] == pytest.approx(3.0, rel=0.05)
+    assert result["metrics"]["num_preemptions"] == 0
+
+
+def test_measure_speed_with_a_fake_engine(fake_vllm) -> None:
+    job = plan.suite_jobs("speed", ["native"], None, 1, "/t", batches=(1, 8))[0].to_dict()
+    result: dict = {}
+    e2e._measure(FakeLLM(), job, {"vocab_size": 4096}, result, lambda: None)
+    assert [p["batch"] for p in result["speed"]] == [1, 8]
+    assert all(p["decode_tok_s"] > 0 for p in result["speed"])
+    assert result["metrics"]["spec_decode_num_drafts"] > 0

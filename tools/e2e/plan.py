@@ -176,6 +176,7 @@ def correctness_jobs(
     tp: int = 1,
     num_requests: int = 64,
     max_tokens: int = 256,
+    suite: str = "correctness",
 ) -> list[Job]:
     jobs = []
     for model in models:
@@ -187,7 +188,7 @@ def correctness_jobs(
                 )
                 jobs.append(
                     Job(
-                        "correctness",
+                        suite,
                         model,
                         name,
                         mode,
@@ -310,6 +311,7 @@ def suite_jobs(
             tp,
             num_requests=16,
             max_tokens=64,
+            suite="smoke",
         )
     if suite == "correctness":
         return correctness_jobs(backends, modes or list(MODES), correctness_models, tp)

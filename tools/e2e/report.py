@@ -116,19 +116,19 @@ def acceptance(metrics: dict | None) -> dict | None:
 
 def judge_correctness(results: list[dict]) -> list[dict]:
     """Group correctness results by (model, mode); compare each backend with `nospec`."""
-    groups: dict[tuple[str, str], dict[str, dict]] = {}
+    groups: dict[tuple[str, str, str], dict[str, dict]] = {}
     for res in results:
-        if res["job"]["suite"] in ("correctness", "smoke"):
-            groups.setdefault((res["job"]["model"], res["job"]["mode"]), {})[
-                res["job"]["backend"]
-            ] = res
+        job = res["job"]
+        if job["suite"] in ("correctness", "smoke"):
+            groups.setdefault((job["suite"], job["model"], job["mode"]), {})[job["backend"]] = res
     rows = []
-    for (model, mode), by_backend in sorted(groups.items()):
+    for (suite, model, mode), by_backend in sorted(groups.items()):
         ref = by_backend.get("nospec")
         for backend, res in sorted(by_backend.items()):
             row = {
+                "suite": suite,
                 "model": model,
-                "mode": mode,
+                "mode": mode if suite == "correctness" else f"{mode} ({suite})",
                 "backend": backend,
                 "status": res["status"],
                 "preemptions": (res.get("metrics") or {}).get("num_preemptions"),
