@@ -37,6 +37,8 @@ FROM patched AS kernel-ours
 COPY kernels/gdn_ucache_flush.py /opt/gdn-ucache/kernels/gdn_ucache_flush.py
 ENV VLLM_GDN_UCACHE_MODULE=/opt/gdn-ucache/kernels/gdn_ucache_flush.py
 
+# The final stage is one of the two above, chosen by UCACHE_KERNEL (a stage name, not an
+# image, so it carries no tag).
 # hadolint ignore=DL3006
 FROM kernel-${UCACHE_KERNEL}
 ARG BASE_IMAGE

@@ -60,7 +60,7 @@ def test_dry_run_passes_pin_and_series_as_build_args() -> None:
         '{"gdn_spec_backend":"flashinfer_ucache"}'
     )
     assert "--use-replayssm" in words
-    assert words[words.index("--mamba-ssm-cache-dtype") + 1] == "float16"
+    assert words[words.index("--mamba-ssm-cache-dtype") + 1] == "auto"
 
 
 def test_extra_docker_args_and_tag() -> None:

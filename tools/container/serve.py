@@ -18,10 +18,11 @@ DEFAULT_MODEL = "Qwen/Qwen3.5-27B"
 NUM_SPECULATIVE_TOKENS = 3
 # ReplaySSM ring: the ucache kernel contract is written for 16 live rows (kernel-spec.md).
 REPLAYSSM_BUFFER_LEN = 16
-# The kernel keeps an fp16 checkpoint state. On vLLM 0.33.0 `auto` resolves to the checkpoint's
-# float32 for Qwen3.5, so the dtype is passed explicitly until the series makes `auto` resolve
-# to the backend's state dtype.
-SSM_CACHE_DTYPE = "float16"
+# Stock vLLM 0.33.0 turns `auto` into the checkpoint's float32 for Qwen3.5, which the ucache
+# kernel cannot read; the series' patch "[Core] ucache dtype resolution" makes `auto` mean the
+# kernel's checkpoint dtype (fp16 by default, GDN_UCACHE_STATE_DTYPE) on this backend. Passed
+# explicitly so the command says where the state dtype comes from; `float16` also works.
+SSM_CACHE_DTYPE = "auto"
 SPEC_BACKEND = "flashinfer_ucache"
 # Where the root user of the vllm-openai image keeps its Hugging Face cache.
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
