@@ -124,6 +124,8 @@ def test_correctness_plan_covers_every_backend_and_mode() -> None:
     )
     assert modes["prefix_caching"].engine["enable_prefix_caching"] is True
     assert modes["prefix_caching"].prompts == "shared_prefix"
+    refused = {j.backend for j in jobs if j.mode == "prefix_caching" and j.expect_error}
+    assert refused == {"replay_triton", "ucache_flashinfer", "ucache_ours"}
     assert "num_gpu_blocks_override" in modes["preemption"].engine
     # Every correctness engine shares the GPU: fixed KV budget, no memory profiling.
     assert all(j.engine["kv_cache_memory_bytes"] == 2 << 30 for j in jobs)
@@ -555,3 +557,40 @@ def test_measure_speed_with_a_fake_engine(fake_vllm) -> None:
     assert [p["batch"] for p in result["speed"]] == [1, 8]
     assert all(p["decode_tok_s"] > 0 for p in result["speed"])
     assert result["metrics"]["spec_decode_num_drafts"] > 0
+
+
+@pytest.mark.container
+def test_every_job_config_validates_with_the_patched_vllm(tmp_path: Path) -> None:
+    """tools.e2e.config_check in the container check's venv (pinned wheel + the series): every
+    engine that must start validates; every bad configuration fails with its designed message."""
+    from tools.container.check import venv_dir
+    from tools.e2e import make_models
+    from tools.series.layout import default_layout
+
+    python = venv_dir(default_layout()) / "bin/python"
+    if not python.exists():
+        pytest.skip(f"no {python} (scripts/check-container-install.sh builds it)")
+    probe = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import importlib.util as u; print(u.find_spec("
+            "'vllm.model_executor.layers.mamba.gdn.spec_backend') is not None)",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
+    if probe.stdout.strip() != "True":
+        pytest.skip("the venv's vllm has no ucache backend yet (re-run the container check)")
+    make_models.write_model(tmp_path, make_models.MODELS["tiny"], "agree")
+    proc = subprocess.run(
+        [str(python), "-m", "tools.e2e.config_check", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "29/29 as expected" in proc.stdout

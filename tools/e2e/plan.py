@@ -197,6 +197,12 @@ def correctness_jobs(
                         prompts="shared_prefix" if mode == "prefix_caching" else "mixed",
                         num_requests=num_requests,
                         max_tokens=max_tokens,
+                        # The series refuses prefix caching with ReplaySSM at init (by design).
+                        expect_error=(
+                            r"does not support prefix caching"
+                            if mode == "prefix_caching" and BACKENDS[name].replay
+                            else None
+                        ),
                     )
                 )
     return jobs

@@ -135,7 +135,9 @@ def judge_correctness(results: list[dict]) -> list[dict]:
                 "acceptance": acceptance(res.get("metrics")),
                 "seconds": res.get("seconds"),
             }
-            if res["status"] != "ok":
+            if res["status"] == "expected-error":
+                row |= {"verdict": "refused (by design)", "note": (res.get("error") or "")[-200:]}
+            elif res["status"] != "ok":
                 row |= {"verdict": res["status"], "note": (res.get("error") or "")[:300]}
             elif backend == "nospec":
                 row |= {"verdict": "reference", "note": ""}
