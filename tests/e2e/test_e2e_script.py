@@ -428,7 +428,7 @@ print(json.dumps({"unknown": unknown, "text_config": type(cfg.model_config.hf_te
 def test_engine_arguments_against_the_real_vllm(tmp_path: Path) -> None:
     """With the container check's venv (the pinned vllm wheel + the series, CPU), every job's
     engine arguments exist and the constructed tiny checkpoint resolves to Qwen3.5 + MTP."""
-    from tools.container.check import venv_dir
+    from tools.container.check import venv_dir, venv_lock
     from tools.e2e import make_models
     from tools.series.layout import default_layout
 
@@ -437,13 +437,14 @@ def test_engine_arguments_against_the_real_vllm(tmp_path: Path) -> None:
         pytest.skip(f"no {python} (scripts/check-container-install.sh builds it)")
     model = make_models.write_model(tmp_path, make_models.MODELS["tiny"], "agree")
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run(
-        [str(python), "-c", ENGINE_CHECK, str(ROOT), str(model)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    with venv_lock(default_layout()):  # the container check re-patches this venv's vllm
+        proc = subprocess.run(
+            [str(python), "-c", ENGINE_CHECK, str(ROOT), str(model)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {
@@ -563,34 +564,36 @@ def test_measure_speed_with_a_fake_engine(fake_vllm) -> None:
 def test_every_job_config_validates_with_the_patched_vllm(tmp_path: Path) -> None:
     """tools.e2e.config_check in the container check's venv (pinned wheel + the series): every
     engine that must start validates; every bad configuration fails with its designed message."""
-    from tools.container.check import venv_dir
+    from tools.container.check import venv_dir, venv_lock
     from tools.e2e import make_models
     from tools.series.layout import default_layout
 
     python = venv_dir(default_layout()) / "bin/python"
     if not python.exists():
         pytest.skip(f"no {python} (scripts/check-container-install.sh builds it)")
-    probe = subprocess.run(
-        [
-            str(python),
-            "-c",
-            "import importlib.util as u; print(u.find_spec("
-            "'vllm.model_executor.layers.mamba.gdn.spec_backend') is not None)",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
-    )
-    if probe.stdout.strip() != "True":
-        pytest.skip("the venv's vllm has no ucache backend yet (re-run the container check)")
     make_models.write_model(tmp_path, make_models.MODELS["tiny"], "agree")
-    proc = subprocess.run(
-        [str(python), "-m", "tools.e2e.config_check", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=900,
-        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
-    )
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    with venv_lock(default_layout()):  # the container check re-patches this venv's vllm
+        probe = subprocess.run(
+            [
+                str(python),
+                "-c",
+                "import importlib.util as u; print(u.find_spec("
+                "'vllm.model_executor.layers.mamba.gdn.spec_backend') is not None)",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        if probe.stdout.strip() != "True":
+            pytest.skip("the venv's vllm has no ucache backend yet (re-run the container check)")
+        proc = subprocess.run(
+            [str(python), "-m", "tools.e2e.config_check", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=900,
+            env=env,
+        )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     assert "29/29 as expected" in proc.stdout
