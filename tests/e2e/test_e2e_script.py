@@ -142,6 +142,9 @@ def test_smoke_plan_runs_both_acceptance_levels() -> None:
 def test_speed_plan_captures_exactly_the_sweep_sizes() -> None:
     jobs = plan.suite_jobs("speed", ["nospec", "native"], None, 1, "/t")
     assert {j.model for j in jobs} == {"geom-35b-agree", "geom-35b-reject"}
+    assert [(j.model, j.backend) for j in jobs if j.backend == "nospec"] == [
+        ("geom-35b-agree", "nospec")
+    ], "the -reject checkpoint has the same target: one nospec run"
     sizes = jobs[0].engine["compilation_config"]["cudagraph_capture_sizes"]
     for b in plan.SPEED_BATCHES:
         assert b in sizes and 4 * b in sizes
@@ -322,6 +325,11 @@ def test_markdown_and_plot(tmp_path: Path) -> None:
     speed = {(r["batch"], r["backend"]): r for r in report.speed_rows(results)}
     assert speed[(8, "ucache_ours")]["vs_native"] == pytest.approx(2.0)
     assert speed[(8, "ucache_ours")]["vs_nospec"] == pytest.approx(3.0)
+    # The reject checkpoint's nospec is the agree one's (same target model).
+    rej = [r for r in results if r["job"]["suite"] == "speed" and r["job"]["backend"] == "native"]
+    rej = [{**rej[0], "job": {**rej[0]["job"], "model": "geom-35b-reject"}}]
+    rows = {(r["model"], r["batch"]): r for r in report.speed_rows(results + rej)}
+    assert rows[("geom-35b-reject", 8)]["vs_nospec"] == pytest.approx(1.5)
     text = report.markdown(results, {("geom-35b-agree", "native"): 12.5}, command="x")
     assert "| tiny-agree | eager | ucache_ours | DIVERGES |" in text
     assert "| geom-35b-agree | 8 | native | 1200 | 1.00 | 1.50 | 12.50 |" in text

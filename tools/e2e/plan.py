@@ -218,6 +218,9 @@ def speed_jobs(
     jobs = []
     for model in models:
         for name in backends:
+            sibling = model.removesuffix("-reject") + "-agree"
+            if name == "nospec" and model.endswith("-reject") and sibling in models:
+                continue  # same target model as the -agree checkpoint: one nospec run serves both
             engine, env = backend_engine_args(BACKENDS[name], tp)
             engine = merge_engine(
                 engine,

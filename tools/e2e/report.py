@@ -155,6 +155,14 @@ def judge_correctness(results: list[dict]) -> list[dict]:
     return rows
 
 
+def _other_level(model: str) -> str:
+    if model.endswith("-agree"):
+        return model.removesuffix("-agree") + "-reject"
+    if model.endswith("-reject"):
+        return model.removesuffix("-reject") + "-agree"
+    return model
+
+
 def speed_rows(results: list[dict], state_bytes: dict | None = None) -> list[dict]:
     """Decode tokens/s per (model, backend, batch) with ratios to native spec and nospec."""
     table: dict[tuple[str, int], dict[str, float]] = {}
@@ -167,8 +175,12 @@ def speed_rows(results: list[dict], state_bytes: dict | None = None) -> list[dic
             )
     rows = []
     for (model, batch), by_backend in sorted(table.items()):
+        # -agree and -reject checkpoints share the target model (only mtp.* differs), so one
+        # nospec run serves both acceptance levels.
+        sibling = table.get((_other_level(model), batch), {})
         for backend, tok_s in sorted(by_backend.items()):
-            native, nospec = by_backend.get("native"), by_backend.get("nospec")
+            native = by_backend.get("native")
+            nospec = by_backend.get("nospec", sibling.get("nospec"))
             rows.append(
                 {
                     "model": model,
