@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -421,6 +422,7 @@ def run(args: argparse.Namespace) -> int:
         one(job)
     write_outputs(results, out, name, command, plot=True)
     pack_logs(work, out, name)
+    shutil.rmtree(tmp, ignore_errors=True)  # per-job files (and the default work dir) are packed
     print((out / f"{name}.md").read_text(), flush=True)
     return 0
 

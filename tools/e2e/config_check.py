@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
 import tempfile
 import types
@@ -119,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                     os.environ[key] = value
         bad += not ok
         print(f"{'OK ' if ok else 'BAD'} {job.key}: {text[:260]}", flush=True)
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"{len(jobs) - bad}/{len(jobs)} as expected")
     return 1 if bad else 0
 
