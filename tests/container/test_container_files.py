@@ -189,3 +189,12 @@ def test_docker_run_command_mounts_a_local_model(tmp_path: Path) -> None:
     )
     assert f"{model}:/models/Qwen3.5-4B:ro" in words
     assert words[words.index("img") + 1] == "/models/Qwen3.5-4B"
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/container.md"])
+def test_documented_docker_run_is_the_printed_one(document: str) -> None:
+    """The docs show exactly what scripts/build-container.sh prints (tag as a placeholder)."""
+    text = (ROOT / document).read_text()
+    image = "gdn-ucache:v0.33.0-<series version>"
+    expected = render_docker_run(ServeOptions(image=image))
+    assert expected in text, f"{document} shows another docker run command than serve.py renders"
