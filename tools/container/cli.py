@@ -7,12 +7,11 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from tools.container.buildinfo import BuildInfo, build_info
 from tools.container.serve import DEFAULT_MODEL, ServeOptions, render_docker_run
-from tools.series.errors import SeriesError
+from tools.series.errors import SeriesError, run_cli
 from tools.series.layout import Layout, default_layout
 
 KERNELS = ("ours", "flashinfer")
@@ -184,13 +183,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except SeriesError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return run_cli(build_parser(), argv)

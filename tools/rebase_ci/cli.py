@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from tools.series.errors import SeriesError
+from tools.series.errors import run_cli
 from tools.series.layout import default_layout
 
 DEFAULT_OUT = "build/rebase-ci"  # inside the project root; /build/ is git-ignored
@@ -258,12 +258,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args))
-    except SeriesError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return run_cli(build_parser(), argv)

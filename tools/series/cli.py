@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
-from tools.series.errors import SeriesError
+from tools.series.errors import SeriesError, run_cli
 from tools.series.layout import default_layout
 
 
@@ -201,13 +200,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except SeriesError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return run_cli(build_parser(), argv)
