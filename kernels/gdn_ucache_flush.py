@@ -375,7 +375,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             hist: cute.Pointer,
             cbase: cute.Pointer,
             out: cute.Pointer,
-            strides: cute.Pointer,  # unused placeholder kept for ABI stability
             q_sb: Int64,
             q_st: Int64,
             k_sb: Int64,
@@ -1006,7 +1005,6 @@ def compile_variant(
         fake(Int32, 4),
         fake(Int32, 4),
         fake(io, 2),
-        fake(Int32, 4),
         *([Int64(0)] * 16),
         Int32(1),
         Int32(1),
@@ -1406,7 +1404,6 @@ def _launch(
         p(hist, Int32, 4),
         p(base, Int32, 4),
         p(out, io, 2),
-        p(idx, Int32, 4),
         Int64(q.stride(0)),
         Int64(q.stride(1)),
         Int64(k.stride(0)),
