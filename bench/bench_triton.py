@@ -1,23 +1,30 @@
-"""Per layer-step time of the series' Triton ReplaySSM baseline (verify + flush launches) on H200.
+"""Per layer-step time of the series' Triton ReplaySSM baseline vs the fused ucache kernels (H200).
 
-Grid (issue #4): H=16, HV in {32, 48, 64}, T=4, B in {1, 8, 32, 64, 128, 256}, flush fraction
-0 / 20 / 100 %. Arms, all bf16 activations and fp16 u/k rings:
-  triton_fp32ckpt  the Triton baseline with an fp32 checkpoint: vLLM's Qwen3.5 default
-                   (mamba_ssm_dtype=float32), what the series serves today
-  triton_fp16ckpt  the Triton baseline with an fp16 checkpoint (same bytes as the fused kernel)
-  flashinfer       flashinfer 0.7.2.post1's fused gated_delta_rule_mtp_ucache_flush (fp16
-                   checkpoint; vLLM's ucache serving arm), the one-launch anchor
-Every call is captured in a CUDA graph and replayed on a cold L2 (bench_ucache.time_graph); verify
-rows sit at P=8, flush rows at P=15. floor = bytes that must move / 4.3 TB/s (kernel-spec 3.2), with
-the checkpoint at 4 bytes for the fp32 arm. Ratios in the table are taken in this one run.
+One process, two phases (both timed as CUDA-graph replays on a cold L2, bench_ucache.time_graph):
 
-    GDN_TRITON_BASELINE_MODULE=tests/series/triton_baseline_adapter.py \
-        python bench/bench_triton.py --out results/triton
+1. Launch-config sweep of the Triton kernels at a few points (--sweep-hv x --sweep-batch x
+   --sweep-flush, fp32 and fp16 checkpoints): every --configs entry (block_v, num_warps,
+   num_stages), the op's own default table, and (if --v1-root is given) the session-1 kernel.
+   A compact table is printed; the best config per batch regime (rows x value heads: small /
+   mid / large) becomes the launch table of phase 2.
+2. The grid (issue #4): H=16, HV in {32, 48, 64}, T=4, B in {1, 8, 32, 64, 128, 256}, flush
+   fraction 0 / 20 / 100 %, bf16 activations and fp16 u/k rings. Columns:
+     triton_fp32ckpt  the Triton baseline with an fp32 checkpoint (vLLM's Qwen3.5 default)
+     triton_fp16ckpt  the Triton baseline with an fp16 checkpoint (the fused kernels' bytes)
+     flashinfer       flashinfer 0.7.2.post1's fused gated_delta_rule_mtp_ucache_flush
+     ours             kernels/gdn_ucache_flush.py (backend `ours`), the same contract
+   plus the HBM floors (kernel-spec 3.2 bytes / 4.3 TB/s, fp32 checkpoint at 4 bytes) and the
+   ratios of this one run. Verify rows at P=8, flush rows at P=15.
+
+Outputs under --out: bench_triton.{json,md,png} (grid) and sweep_triton.{json,md}.
+
+    GDN_SERIES_VLLM_ROOT=.gpu/series-vllm python3 bench/bench_triton.py --out $OUT/triton
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -46,123 +53,275 @@ from bench.bench_ucache import (  # noqa: E402
     time_graph,
 )
 
-ARMS = ("triton_fp32ckpt", "triton_fp16ckpt", "flashinfer")
+ARMS = ("triton_fp32ckpt", "triton_fp16ckpt", "flashinfer", "ours")
+OP_FILE = "vllm/model_executor/layers/mamba/ops/gdn_replayssm_spec_decode.py"
+# Regimes of the launch table, by rows x value heads (programs of one whole head each).
+REGIMES = (("small", 256), ("mid", 4096), ("large", 1 << 62))
+DEFAULT_CONFIGS = ("32,4,1", "64,4,1", "64,8,1", "128,4,1", "128,8,1", "128,8,2")
 
 
 def floor_us(B: int, H: int, HV: int, T: int, n_flush: int, state_bytes: int) -> float:
     """kernel-spec 3.2's floor; an fp32 checkpoint adds 2 bytes per element read or written."""
     total = floor_bytes(B, H, HV, T, n_flush, P_VERIFY, P_FLUSH)
-    extra_per_state = HV * 16384 * (state_bytes - 2)
-    total += (B + n_flush) * extra_per_state
+    total += (B + n_flush) * HV * 16384 * (state_bytes - 2)
     return total / HBM_BYTES_PER_S * 1e6
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--hv", nargs="+", type=int, default=[32, 48, 64])
-    ap.add_argument("--batch", nargs="+", type=int, default=[1, 8, 32, 64, 128, 256])
-    ap.add_argument("--flush", nargs="+", type=int, default=[0, 20, 100], help="flush percent")
-    ap.add_argument("--T", type=int, default=4)
-    ap.add_argument("--H", type=int, default=16)
-    ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--out", type=Path, default=None, help="folder for bench_triton.{json,md}")
-    args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("no CUDA device: nothing to time", file=sys.stderr)
-        return 2
+def regime(B: int, HV: int) -> str:
+    pairs = B * HV
+    return next(name for name, most in REGIMES if pairs <= most)
 
-    handles = load_backends("serving", ["triton_vllm", "flashinfer"])
-    if "triton_vllm" not in handles:
-        print("the Triton baseline did not load", file=sys.stderr)
-        return 1
-    scrub = torch.ones((256 << 20) // 4, device="cuda")
+
+def parse_config(text: str) -> dict[str, int]:
+    block_v, num_warps, num_stages = (int(x) for x in text.split(","))
+    return dict(block_v=block_v, num_warps=num_warps, num_stages=num_stages)
+
+
+def config_name(config: dict[str, int] | None) -> str:
+    if not config:
+        return "default"
+    return f"bv{config['block_v']}w{config['num_warps']}s{config['num_stages']}"
+
+
+def load_v1_ops(root: Path) -> Any:
+    """The session-1 kernel module (no launch-config arguments) from another tree."""
+    path = root / OP_FILE
+    spec = importlib.util.spec_from_file_location("_gdn_replayssm_v1", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # vllm.triton_utils is already shimmed by the adapter
+    return module
+
+
+class TritonArm:
+    """The Triton adapter with a launch config (or another kernel module) set per call."""
+
+    def __init__(self, handle: Any, ops: Any = None) -> None:
+        self.handle = handle  # Point() reads the dtype arm from it
+        self.module = handle.module
+        self.ops = ops
+        self.config: dict[str, int] = {}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        saved_ops, saved_cfg = self.module.ops, dict(self.module.LAUNCH_OVERRIDES)
+        if self.ops is not None:
+            self.module.ops = self.ops
+        self.module.LAUNCH_OVERRIDES.clear()
+        self.module.LAUNCH_OVERRIDES.update(self.config)
+        try:
+            return self.module.gated_delta_rule_mtp_ucache_flush(*args, **kwargs)
+        finally:
+            self.module.ops = saved_ops
+            self.module.LAUNCH_OVERRIDES.clear()
+            self.module.LAUNCH_OVERRIDES.update(saved_cfg)
+
+
+def time_arm(fn: Any, point: Point, state_dtype: torch.dtype, scrub: Any, reps: int) -> float:
+    fp16_pool = point.args["initial_state_source"]
+    point.args["initial_state_source"] = fp16_pool.to(state_dtype)
+    try:
+        return time_graph(fn, point, scrub, reps)
+    finally:
+        point.args["initial_state_source"] = fp16_pool
+
+
+def sweep(
+    args: argparse.Namespace, triton: TritonArm, v1: TritonArm | None, scrub: Any
+) -> tuple[dict[str, dict[str, int]], list[dict[str, Any]]]:
+    """Time every config at the sweep points; return the best config per regime + the rows."""
+    candidates: list[tuple[str, dict[str, int] | None, TritonArm]] = [("default", None, triton)]
+    candidates += [(config_name(parse_config(c)), parse_config(c), triton) for c in args.configs]
+    if v1 is not None:
+        candidates.append(("v1", None, v1))
+    names = [name for name, _, _ in candidates]
+    print("# sweep (us; best per row marked *)", flush=True)
+    print(f"{'HV':>3s} {'B':>4s} {'fl%':>4s} ckpt " + "".join(f"{n:>12s}" for n in names))
+    rows: list[dict[str, Any]] = []
+    for hv in args.sweep_hv:
+        for B in args.sweep_batch:
+            for frac in args.sweep_flush:
+                point = Point(triton.handle, B, args.H, hv, args.T, frac / 100, seed=B)
+                for ckpt, dtype in (("fp32", torch.float32), ("fp16", torch.float16)):
+                    us: dict[str, float] = {}
+                    for name, config, arm in candidates:
+                        arm.config = dict(config or {})
+                        try:
+                            us[name] = time_arm(arm, point, dtype, scrub, args.sweep_reps)
+                        except Exception as exc:  # a config that does not compile: report
+                            print(f"#   {name}: {type(exc).__name__}: {str(exc)[:200]}")
+                        arm.config = {}
+                    best = min(us, key=us.get) if us else ""
+                    rows.append(
+                        dict(HV=hv, B=B, flush_pct=frac, ckpt=ckpt, regime=regime(B, hv), us=us)
+                    )
+                    cells = "".join(
+                        f"{us[n]:11.1f}{'*' if n == best else ' '}" if n in us else f"{'-':>12s}"
+                        for n in names
+                    )
+                    print(f"{hv:3d} {B:4d} {frac:4d} {ckpt} {cells}", flush=True)
+                del point
+    chosen: dict[str, dict[str, int]] = {}
+    configs = {config_name(parse_config(c)): parse_config(c) for c in args.configs}
+    for name, _ in REGIMES:
+        mine = [r for r in rows if r["regime"] == name]
+        # Geometric mean of time / best-at-that-point over the regime's points and both ckpts.
+        scores: dict[str, float] = {}
+        for cfg in configs:
+            ratios = [r["us"][cfg] / min(r["us"].values()) for r in mine if cfg in r["us"]]
+            if mine and len(ratios) == len(mine):
+                scores[cfg] = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        if scores:
+            best = min(scores, key=scores.get)
+            chosen[name] = configs[best]
+            print(f"# regime {name}: {best} (geomean {scores[best]:.3f}x of per-point best)")
+    return chosen, rows
+
+
+def grid(
+    args: argparse.Namespace,
+    handles: dict[str, Any],
+    triton: TritonArm,
+    chosen: dict[str, dict[str, int]],
+    scrub: Any,
+    t_start: float,
+) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
-    t_start = time.time()
     print(
-        f"{'HV':>3s} {'B':>4s} {'fl%':>4s} {'fl32':>7s} {'fl16':>7s} "
+        f"{'HV':>3s} {'B':>4s} {'fl%':>4s} {'fl32':>7s} {'fl16':>7s}"
         + "".join(f" {name[:15]:>15s} {'x':>5s}" for name in ARMS)
-        + "  tri16/fi",
+        + "  tri32/fi tri16/fi tri16/ours",
         flush=True,
     )
     for hv in args.hv:
         for B in args.batch:
             for frac in args.flush:
-                point = Point(
-                    handles["triton_vllm"], B, args.H, hv, args.T, frac / 100, seed=B + hv + frac
-                )
+                if time.time() - t_start > args.deadline_s:
+                    print(f"# deadline: skipped HV={hv} B={B} flush={frac}", flush=True)
+                    continue
+                point = Point(triton.handle, B, args.H, hv, args.T, frac / 100, seed=B + hv + frac)
                 floor16 = floor_us(B, args.H, hv, args.T, point.n_flush, 2)
                 floor32 = floor_us(B, args.H, hv, args.T, point.n_flush, 4)
+                triton.config = dict(chosen.get(regime(B, hv), {}))
                 row: dict[str, Any] = dict(
                     HV=hv, H=args.H, T=args.T, B=B, flush_pct=frac, n_flush=point.n_flush,
+                    triton_config=config_name(triton.config),
                     floor_us={"fp16ckpt": floor16, "fp32ckpt": floor32}, us={}, x={}, errors={},
                 )  # fmt: skip
                 runs = {
-                    "triton_fp16ckpt": ("triton_vllm", torch.float16, floor16),
-                    "triton_fp32ckpt": ("triton_vllm", torch.float32, floor32),
-                    "flashinfer": ("flashinfer", torch.float16, floor16),
+                    "triton_fp32ckpt": (triton, torch.float32, floor32),
+                    "triton_fp16ckpt": (triton, torch.float16, floor16),
+                    "flashinfer": (handles.get("flashinfer"), torch.float16, floor16),
+                    "ours": (handles.get("ours"), torch.float16, floor16),
                 }
-                fp16_pool = point.args["initial_state_source"]
-                for arm, (backend, state_dtype, floor) in runs.items():
-                    if backend not in handles:
+                for arm, (fn, dtype, floor) in runs.items():
+                    if fn is None:
                         continue
-                    point.args["initial_state_source"] = fp16_pool.to(state_dtype)
+                    fn = getattr(fn, "fn", fn)
                     try:
-                        us = time_graph(handles[backend].fn, point, scrub, args.reps)
+                        us = time_arm(fn, point, dtype, scrub, args.reps)
                         row["us"][arm] = us
                         row["x"][arm] = us / floor
                     except Exception as exc:
-                        row["errors"][arm] = repr(exc)[:300]
-                point.args["initial_state_source"] = fp16_pool
+                        row["errors"][arm] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                triton.config = {}
+                del point
                 results.append(row)
                 line = f"{hv:3d} {B:4d} {frac:4d} {floor32:7.1f} {floor16:7.1f}"
                 for arm in ARMS:
                     line += (
                         f" {row['us'].get(arm, math.nan):15.2f} {row['x'].get(arm, math.nan):5.2f}"
                     )
-                if "flashinfer" in row["us"] and "triton_fp16ckpt" in row["us"]:
-                    line += f"  {row['us']['triton_fp16ckpt'] / row['us']['flashinfer']:.2f}"
+                for num, den in RATIOS:
+                    line += f" {ratio(row, num, den):9.2f}"
                 print(line, flush=True)
                 for arm, err in row["errors"].items():
                     print(f"#   {arm}: {err}", flush=True)
-    wall = time.time() - t_start
-    if args.out:
-        write_results(args, results, wall)
-    print(f"# wall {wall:.1f} s", flush=True)
-    return 0
+        if args.out:
+            write_grid(args, results, chosen, time.time() - t_start)
+    return results
 
 
-def write_results(args: argparse.Namespace, results: list[dict[str, Any]], wall: float) -> None:
-    args.out.mkdir(parents=True, exist_ok=True)
-    cmd = "python " + " ".join(shlex.quote(a) for a in sys.argv)
-    meta = dict(
-        command=cmd,
+RATIOS = (
+    ("triton_fp32ckpt", "flashinfer"),
+    ("triton_fp16ckpt", "flashinfer"),
+    ("triton_fp16ckpt", "ours"),
+)
+
+
+def ratio(row: dict[str, Any], num: str, den: str) -> float:
+    a, b = row["us"].get(num), row["us"].get(den)
+    return a / b if a and b else math.nan
+
+
+def meta(args: argparse.Namespace, wall: float) -> dict[str, Any]:
+    return dict(
+        command="python3 " + " ".join(shlex.quote(a) for a in sys.argv),
         device=torch.cuda.get_device_name(0),
         torch=torch.__version__,
         triton=__import__("triton").__version__,
         python=platform.python_version(),
-        wall_s=wall,
+        wall_s=round(wall, 1),
         reps=args.reps,
         p_verify=P_VERIFY,
         p_flush=P_FLUSH,
         hbm_bytes_per_s=HBM_BYTES_PER_S,
+        env={k: v for k, v in os.environ.items() if k.startswith("GDN_")},
     )
+
+
+def write_sweep(args: argparse.Namespace, rows: list[dict[str, Any]], chosen: Any) -> None:
+    args.out.mkdir(parents=True, exist_ok=True)
+    m = meta(args, 0.0)
+    (args.out / "sweep_triton.json").write_text(
+        json.dumps(dict(meta=m, chosen=chosen, rows=rows), indent=1)
+    )
+    names = sorted({n for r in rows for n in r["us"]})
+    md = [
+        "# Triton launch-config sweep (graph replay, cold L2, us)",
+        "",
+        f"Command: `{m['command']}` ({m['device']}, triton {m['triton']}).",
+        "",
+        "Config bvXwYsZ = block_v X, num_warps Y, num_stages Z; default = the op's table;"
+        " v1 = the session-1 kernel. Chosen per regime (rows x HV <= 256 / 4096 / more): "
+        + ", ".join(f"{k}: {config_name(v)}" for k, v in chosen.items()),
+        "",
+        "| HV | B | flush % | ckpt | " + " | ".join(names) + " |",
+        "|---" * (4 + len(names)) + "|",
+    ]
+    for r in rows:
+        best = min(r["us"].values()) if r["us"] else None
+        cells = [
+            (f"**{r['us'][n]:.1f}**" if r["us"][n] == best else f"{r['us'][n]:.1f}")
+            if n in r["us"]
+            else "-"
+            for n in names
+        ]
+        md.append(
+            f"| {r['HV']} | {r['B']} | {r['flush_pct']} | {r['ckpt']} | " + " | ".join(cells) + " |"
+        )
+    (args.out / "sweep_triton.md").write_text("\n".join(md) + "\n")
+
+
+def write_grid(
+    args: argparse.Namespace, results: list[dict[str, Any]], chosen: Any, wall: float
+) -> None:
+    args.out.mkdir(parents=True, exist_ok=True)
+    m = meta(args, wall)
     (args.out / "bench_triton.json").write_text(
-        json.dumps(dict(meta=meta, results=results), indent=1)
+        json.dumps(dict(meta=m, chosen_triton_configs=chosen, results=results), indent=1)
     )
     md = [
-        f"# Triton ReplaySSM baseline (verify + flush), per layer-step, {meta['device']}",
+        f"# Triton ReplaySSM baseline vs fused ucache kernels, per layer-step, {m['device']}",
         "",
-        f"Command: `{cmd}` (torch {meta['torch']}, triton {meta['triton']}).",
+        f"Command: `{m['command']}` (torch {m['torch']}, triton {m['triton']}).",
         "",
         "CUDA-graph replay on a cold L2, median of the replays, in us. x = time / HBM floor of",
-        "the arm's checkpoint dtype (floor32 / floor16). tri16/fi = Triton fp16-checkpoint time /",
-        "flashinfer's fused kernel time (same bytes). Verify rows at P=8, flush rows at P=15.",
+        "the arm's checkpoint dtype (floor32 / floor16). Ratios are taken in this one run. Triton",
+        "launch config per point from the sweep (column cfg). Verify rows at P=8, flush at P=15.",
         "",
-        "| HV | B | flush % | floor32 | floor16 | triton fp32 ckpt | x | triton fp16 ckpt | x"
-        " | flashinfer | x | tri16/fi |",
-        "|---" * 12 + "|",
+        "| HV | B | flush % | floor32 | floor16 | triton fp32 | x | triton fp16 | x | flashinfer"
+        " | x | ours | x | tri32/fi | tri16/fi | tri16/ours | cfg |",
+        "|---" * 17 + "|",
     ]
     for r in results:
         cells = [str(r["HV"]), str(r["B"]), str(r["flush_pct"])]
@@ -170,10 +329,108 @@ def write_results(args: argparse.Namespace, results: list[dict[str, Any]], wall:
         for arm in ARMS:
             us = r["us"].get(arm)
             cells += [f"{us:.1f}" if us else "-", f"{r['x'][arm]:.2f}" if us else "-"]
-        fi, tri = r["us"].get("flashinfer"), r["us"].get("triton_fp16ckpt")
-        cells.append(f"{tri / fi:.2f}" if fi and tri else "-")
+        cells += [f"{ratio(r, a, b):.2f}" for a, b in RATIOS]
+        cells.append(r["triton_config"])
         md.append("| " + " | ".join(cells) + " |")
-    (args.out / "bench_triton.md").write_text("\n".join(md) + "\n")
+    (args.out / "bench_triton.md").write_text("\n".join(md).replace("nan", "-") + "\n")
+    try:
+        plot(results, args.out / "bench_triton.png")
+    except Exception as exc:  # matplotlib missing on the host: the JSON is enough to re-plot
+        print(f"# plot skipped: {exc!r}", flush=True)
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> None:
+    """Time vs batch per backend with the floor lines; one panel per (HV, flush fraction)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    hvs = sorted({r["HV"] for r in results})
+    fracs = sorted({r["flush_pct"] for r in results})
+    fig, axes = plt.subplots(
+        len(hvs), len(fracs), figsize=(4.4 * len(fracs), 3.4 * len(hvs)), squeeze=False
+    )
+    styles = {
+        "triton_fp32ckpt": "s-",
+        "triton_fp16ckpt": "o-",
+        "flashinfer": "^-",
+        "ours": "v-",
+    }
+    for hi, hv in enumerate(hvs):
+        for fi, frac in enumerate(fracs):
+            ax = axes[hi][fi]
+            rows = sorted(
+                (r for r in results if r["HV"] == hv and r["flush_pct"] == frac),
+                key=lambda r: r["B"],
+            )
+            if not rows:
+                ax.set_visible(False)
+                continue
+            bs = [r["B"] for r in rows]
+            ax.plot(bs, [r["floor_us"]["fp32ckpt"] for r in rows], "k:", label="floor fp32 ckpt")
+            ax.plot(bs, [r["floor_us"]["fp16ckpt"] for r in rows], "k--", label="floor fp16 ckpt")
+            for arm, style in styles.items():
+                ys = [r["us"].get(arm, math.nan) for r in rows]
+                if not all(math.isnan(y) for y in ys):
+                    ax.plot(bs, ys, style, label=arm, markersize=4)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(f"HV={hv}, flush {frac}%", fontsize=9)
+            ax.set_xlabel("batch B")
+            ax.set_ylabel("us / layer-step")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--hv", nargs="+", type=int, default=[32, 64, 48])
+    ap.add_argument("--batch", nargs="+", type=int, default=[1, 8, 32, 64, 128, 256])
+    ap.add_argument("--flush", nargs="+", type=int, default=[0, 20, 100], help="flush percent")
+    ap.add_argument("--T", type=int, default=4)
+    ap.add_argument("--H", type=int, default=16)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--sweep-hv", nargs="+", type=int, default=[32, 64])
+    ap.add_argument("--sweep-batch", nargs="+", type=int, default=[1, 32, 256])
+    ap.add_argument("--sweep-flush", nargs="+", type=int, default=[0, 100])
+    ap.add_argument("--sweep-reps", type=int, default=10)
+    ap.add_argument("--configs", nargs="*", default=list(DEFAULT_CONFIGS), help="BV,WARPS,STAGES")
+    ap.add_argument("--no-sweep", action="store_true", help="grid with the op's default table")
+    ap.add_argument("--v1-root", type=Path, default=None, help="tree with the session-1 op file")
+    ap.add_argument("--deadline-s", type=float, default=1e9, help="skip grid points after this")
+    ap.add_argument("--out", type=Path, default=None, help="folder for the result files")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("no CUDA device: nothing to time", file=sys.stderr)
+        return 2
+
+    handles = load_backends("serving", ["triton_vllm", "flashinfer", "ours"])
+    if "triton_vllm" not in handles:
+        print("the Triton baseline did not load", file=sys.stderr)
+        return 1
+    triton = TritonArm(handles["triton_vllm"])
+    v1 = None
+    if args.v1_root is not None and (args.v1_root / OP_FILE).is_file():
+        v1 = TritonArm(handles["triton_vllm"], ops=load_v1_ops(args.v1_root))
+    scrub = torch.ones((256 << 20) // 4, device="cuda")
+    t_start = time.time()
+    chosen: dict[str, dict[str, int]] = {}
+    if not args.no_sweep:
+        chosen, rows = sweep(args, triton, v1, scrub)
+        print(f"# sweep wall {time.time() - t_start:.1f} s", flush=True)
+        if args.out:
+            write_sweep(args, rows, chosen)
+    results = grid(args, handles, triton, chosen, scrub, t_start)
+    wall = time.time() - t_start
+    if args.out:
+        write_grid(args, results, chosen, wall)
+    print(f"# wall {wall:.1f} s", flush=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Issues #4/#5 on the H200, one call: check the series' Triton kernel on the GPU, then time it.
+#
+# Run from the repository root on the GPU host after `source .gpu/env.sh` (carry .gpu):
+#     bash bench/h200_triton.sh
+# Steps (each under its own timeout; hard wall budget 240 s in all):
+#   1. materialise patch 1's kernel file and vLLM test from patches/ into .gpu/series-vllm/
+#      (and, if .gpu/triton-v1.patch exists, the session-1 kernel into .gpu/series-vllm-v1/);
+#   2. the patch's vLLM kernel test on CUDA                                        (<= 50 s)
+#   3. a short conformance run of backend triton_vllm, serving arm                (<= 45 s)
+#   4. bench/bench_triton.py: launch-config sweep, then the full grid with the chosen
+#      configs vs flashinfer, ours and the HBM floor                               (<= 135 s)
+# Outputs: $OUT/triton/{vllm_kernel_tests.log,conformance/,bench.log,bench_triton.*,sweep_triton.*}
+set -euo pipefail
+
+: "${OUT:?set OUT to the output folder}"
+out="$OUT/triton"
+mkdir -p "$out"
+start=$SECONDS
+patch1=patches/Kernel-GDN-ReplaySSM-speculative-verify-flush-Triton.patch
+
+python3 bench/triton_prep.py "$patch1" .gpu/series-vllm
+v1_args=()
+if [[ -f .gpu/triton-v1.patch ]]; then
+    python3 bench/triton_prep.py .gpu/triton-v1.patch .gpu/series-vllm-v1
+    v1_args=(--v1-root .gpu/series-vllm-v1)
+fi
+export GDN_SERIES_VLLM_ROOT="$PWD/.gpu/series-vllm"
+export GDN_TRITON_BASELINE_MODULE="$PWD/tests/series/triton_baseline_adapter.py"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
+t0=$SECONDS
+tests_rc=0
+timeout 50 python3 -m pytest -q -p tests.series.vllm_triton_shim -p no:cacheprovider \
+    --noconftest --import-mode=importlib \
+    .gpu/series-vllm/tests/kernels/mamba/test_gdn_replayssm_spec_decode.py \
+    >"$out/vllm_kernel_tests.log" 2>&1 || tests_rc=$?
+echo "== kernel tests rc=$tests_rc $((SECONDS - t0)) s"
+tail -3 "$out/vllm_kernel_tests.log"
+
+t0=$SECONDS
+conf_rc=0
+timeout 45 python3 tests/conformance/run_gpu_suite.py --out "$out/conformance" \
+    --backends triton_vllm --arms serving --deadline-s 38 --max-steps 16 \
+    --cases t4_random,t4_boundaries,misaligned_cursors,cuda_graph_vs_eager,vllm_layout_block_strided,t8_random,degenerate_gates \
+    >"$out/conformance.log" 2>&1 || conf_rc=$?
+echo "== conformance rc=$conf_rc $((SECONDS - t0)) s"
+tail -12 "$out/conformance.log"
+if [[ $tests_rc -ne 0 || $conf_rc -ne 0 ]]; then
+    echo "== WARNING: the kernel failed a GPU check; the timings below are of a kernel to fix"
+fi
+
+t0=$SECONDS
+bench_rc=0
+timeout 135 python3 bench/bench_triton.py --out "$out" --deadline-s 110 "${v1_args[@]}" \
+    >"$out/bench.log" 2>&1 || bench_rc=$?
+echo "== bench rc=$bench_rc $((SECONDS - t0)) s"
+cat "$out/bench.log"
+echo "== total $((SECONDS - start)) s (tests rc=$tests_rc, conformance rc=$conf_rc, bench rc=$bench_rc)"
