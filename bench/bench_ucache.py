@@ -54,12 +54,40 @@ def floor_bytes(B: int, H: int, HV: int, T: int, n_flush: int, p_v: int, p_f: in
     return (B - n_flush) * per_verify + n_flush * per_flush
 
 
-def load_backends(arm: str, names: list[str]) -> dict[str, Any]:
+def file_backend(name: str, path: Path) -> Any:
+    """A kernel file loaded by path under its own backend name (e.g. a kept older version)."""
+    from kernels.reference.backends import REPO_ROOT, OursBackend
+
+    class _FileBackend(OursBackend):
+        def module_path(self) -> tuple[Path | None, str, Path | None]:
+            if not path.is_file():
+                return None, f"{path} does not exist", None
+            return path, "", REPO_ROOT
+
+    backend = _FileBackend()
+    backend.name = name
+    return backend
+
+
+def parse_extra(items: list[str]) -> dict[str, Path]:
+    """NAME=PATH pairs of --extra (kernel files benchmarked beside the registered backends)."""
+    out: dict[str, Path] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise SystemExit(f"--extra expects NAME=PATH, got {item!r}")
+        out[name] = Path(path)
+    return out
+
+
+def load_backends(
+    arm: str, names: list[str], extra: dict[str, Path] | None = None
+) -> dict[str, Any]:
     from kernels.reference.backends import get_backend
 
     out: dict[str, Any] = {}
-    for name in names:
-        backend = get_backend(name)
+    for name in [*names, *(extra or {})]:
+        backend = file_backend(name, extra[name]) if extra and name in extra else get_backend(name)
         ok, why = backend.available()
         if not ok:
             print(f"# backend {name}: unavailable ({why})", flush=True)
@@ -250,6 +278,13 @@ def main() -> int:
     ap.add_argument("--T", type=int, default=T_DEFAULT)
     ap.add_argument("--H", type=int, default=H_DEFAULT)
     ap.add_argument("--backends", nargs="+", default=["ours", "flashinfer", "triton_vllm"])
+    ap.add_argument(
+        "--extra",
+        nargs="*",
+        default=[],
+        metavar="NAME=PATH",
+        help="more kernel files to time, e.g. ours_v3=kernels/gdn_ucache_flush_v3.py",
+    )
     ap.add_argument("--reps", type=int, default=60)
     ap.add_argument(
         "--out", type=Path, default=None, help="folder for bench.json / bench.md / bench.png"
@@ -267,7 +302,7 @@ def main() -> int:
     t_start = time.time()
     hdr = f"{'arm':8s} {'HV':>3s} {'B':>4s} {'fl%':>4s} {'floor':>7s}"
     for arm in args.arms:
-        handles = load_backends(arm, args.backends)
+        handles = load_backends(arm, args.backends, parse_extra(args.extra))
         if not handles:
             continue
         names = list(handles)

@@ -1,41 +1,48 @@
-"""Where does the time go? Our kernel with compile-time knock-outs and knobs, in one process.
+"""Where does the time go, and which launch config is best? Kernel files x knobs, in one process.
 
-Knock-outs (GDN_UCACHE_SKIP, results are wrong on purpose): proj (no projection MMAs), epi (no
-per-row epilogue), fold (no fold MMAs and no write-back); `state` (no state loads) only together
-with the others (alone its PTX fails to assemble). Knobs: GDN_UCACHE_BV, GDN_UCACHE_XSPLIT (hi/lo
-split of [k;q] in the MMAs), GDN_UCACHE_MBP (min CTAs per SM), GDN_UCACHE_BSMEM (B fragments in
-shared memory instead of registers).
+Every variant is a set of environment knobs that the kernel file reads at call time, so one
+process times several kernel files (`--modules NAME=PATH`) under many configs on identical inputs
+(CUDA-graph replay, cold L2 unless --warm; the timing of bench/bench_ucache.py).
+
+Variant names: a named one from VARIANTS, or knobs joined by '+': bv{16,32,64,128} (rows per
+CTA, GDN_UCACHE_BV), mbp{0..8} (launch bounds: min CTAs per SM, GDN_UCACHE_MBP; 0 = none),
+late{0,1,2} (state tiles per warp loaded only at the projection, GDN_UCACHE_LATE),
+no_{proj,epi,fold} and no_all (timing knock-outs, GDN_UCACHE_SKIP: results are wrong on purpose),
+nosplit (GDN_UCACHE_XSPLIT=0), regfrag (GDN_UCACHE_BSMEM=0). `base` = the file's own defaults.
 
     python bench/knockout.py --hv 32 --batch 256 --flush 0 100
+    python bench/knockout.py --modules v4=kernels/gdn_ucache_flush.py \\
+        v3=kernels/gdn_ucache_flush_v3.py --variants base bv128+mbp5 --json out/sweep.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from bench.bench_ucache import Point, floor_bytes, load_backends, time_graph  # noqa: E402
+from bench.bench_ucache import (  # noqa: E402
+    HBM_BYTES_PER_S,
+    P_FLUSH,
+    P_VERIFY,
+    Point,
+    floor_bytes,
+    load_backends,
+    time_graph,
+)
 
 VARIANTS = {
     "base": {},
-    "mbp0": {"GDN_UCACHE_MBP": "0"},
-    "mbp5": {"GDN_UCACHE_MBP": "5"},
     "regfrag": {"GDN_UCACHE_BSMEM": "0"},
     "nosplit": {"GDN_UCACHE_XSPLIT": "0"},
-    "mbp4": {"GDN_UCACHE_MBP": "4"},
-    "bsmem": {"GDN_UCACHE_BSMEM": "1"},
-    "bs+mbp4": {"GDN_UCACHE_BSMEM": "1", "GDN_UCACHE_MBP": "4"},
-    "bs+mbp5": {"GDN_UCACHE_BSMEM": "1", "GDN_UCACHE_MBP": "5"},
-    "bv16": {"GDN_UCACHE_BV": "16"},
-    "bv32": {"GDN_UCACHE_BV": "32"},
-    "bv64": {"GDN_UCACHE_BV": "64"},
-    "bv128": {"GDN_UCACHE_BV": "128"},
     "no_proj": {"GDN_UCACHE_SKIP": "proj"},
     "no_epi": {"GDN_UCACHE_SKIP": "epi"},
     "no_fold": {"GDN_UCACHE_SKIP": "fold"},
@@ -47,36 +54,106 @@ KNOBS = (
     "GDN_UCACHE_BV",
     "GDN_UCACHE_SKIP",
     "GDN_UCACHE_BSMEM",
+    "GDN_UCACHE_LATE",
 )
 
 
+def variant_env(name: str) -> dict[str, str]:
+    """Environment of a variant name ('bv128+mbp5', 'no_fold', 'base', ...)."""
+    env: dict[str, str] = {}
+    for part in name.split("+"):
+        if part in VARIANTS:
+            env.update(VARIANTS[part])
+        elif part.startswith("bv") and part[2:].isdigit():
+            env["GDN_UCACHE_BV"] = part[2:]
+        elif part.startswith("mbp") and part[3:].isdigit():
+            env["GDN_UCACHE_MBP"] = part[3:]
+        elif part.startswith("late") and part[4:].isdigit():
+            env["GDN_UCACHE_LATE"] = part[4:]
+        else:
+            raise SystemExit(f"unknown variant part {part!r} in {name!r}")
+    return env
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--arm", default="serving")
-    ap.add_argument("--hv", type=int, default=32)
+    ap.add_argument("--hv", nargs="+", type=int, default=[32])
     ap.add_argument("--batch", nargs="+", type=int, default=[1, 256])
     ap.add_argument("--flush", nargs="+", type=int, default=[0, 100])
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS))
-    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--variants", nargs="+", default=["base"])
+    ap.add_argument(
+        "--modules",
+        nargs="+",
+        default=["ours=kernels/gdn_ucache_flush.py"],
+        metavar="NAME=PATH",
+        help="kernel files to time (each with every variant)",
+    )
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--warm", action="store_true", help="no L2 scrub between replays")
+    ap.add_argument("--json", type=Path, default=None, help="write all timings here (JSON)")
+    ap.add_argument(
+        "--budget-s", type=float, default=1e9, help="stop starting new points after this"
+    )
     args = ap.parse_args()
-    handle = load_backends(args.arm, ["ours"])["ours"]
-    scrub = torch.ones((256 << 20) // 4, device="cuda")
-    print(f"{'B':>4s} {'fl%':>4s} {'floor':>7s} " + " ".join(f"{v:>8s}" for v in args.variants))
-    for B in args.batch:
-        for frac in args.flush:
-            point = Point(handle, B, 16, args.hv, 4, frac / 100, seed=B + frac)
-            floor = floor_bytes(B, 16, args.hv, 4, point.n_flush, 8, 15) / 4.3e12 * 1e6
-            line = f"{B:4d} {frac:4d} {floor:7.1f} "
-            for name in args.variants:
-                for k in KNOBS:
-                    os.environ.pop(k, None)
-                os.environ.update(VARIANTS[name])
-                try:
-                    line += f" {time_graph(handle.fn, point, scrub, args.reps):8.2f}"
-                except Exception as exc:  # keep going: a knob may not compile
-                    line += f" {'ERR':>8s}"
-                    print(f"# {name}: {exc!r}"[:300], flush=True)
-            print(line, flush=True)
+    for v in args.variants:
+        variant_env(v)  # fail early on a bad name
+    modules = {}
+    for item in args.modules:
+        name, _, path = item.partition("=")
+        modules[name] = Path(path)
+    handles = load_backends(args.arm, [], modules)
+    scrub = None if args.warm else torch.ones((256 << 20) // 4, device="cuda")
+    t0 = time.time()
+    rows: list[dict[str, Any]] = []
+    cols = [f"{m}:{v}" for m in handles for v in args.variants]
+    print(f"# arm {args.arm}, {'warm' if args.warm else 'cold'} L2, us per call", flush=True)
+    print(f"{'HV':>3s} {'B':>4s} {'fl%':>4s} {'floor':>7s} " + " ".join(f"{c:>14s}" for c in cols))
+    saved = {k: os.environ.get(k) for k in KNOBS}
+    try:
+        for hv in args.hv:
+            for B in args.batch:
+                for frac in args.flush:
+                    if time.time() - t0 > args.budget_s:
+                        print("# budget reached: stopping", flush=True)
+                        raise StopIteration
+                    first = next(iter(handles.values()))
+                    point = Point(first, B, 16, hv, 4, frac / 100, seed=B * 1000 + hv + frac)
+                    fb = floor_bytes(B, 16, hv, 4, point.n_flush, P_VERIFY, P_FLUSH)
+                    floor = fb / HBM_BYTES_PER_S * 1e6
+                    row: dict[str, Any] = dict(
+                        arm=args.arm, HV=hv, B=B, flush_pct=frac, floor_us=floor, us={}
+                    )
+                    line = f"{hv:3d} {B:4d} {frac:4d} {floor:7.1f} "
+                    for mod, handle in handles.items():
+                        for name in args.variants:
+                            for k in KNOBS:
+                                os.environ.pop(k, None)
+                            os.environ.update(variant_env(name))
+                            try:
+                                us = time_graph(handle.fn, point, scrub, args.reps)
+                                row["us"][f"{mod}:{name}"] = us
+                                line += f" {us:14.2f}"
+                            except Exception as exc:  # keep going: a knob may not compile
+                                line += f" {'ERR':>14s}"
+                                print(f"# {mod}:{name}: {exc!r}"[:300], flush=True)
+                    rows.append(row)
+                    print(line, flush=True)
+                    if args.json:
+                        args.json.parent.mkdir(parents=True, exist_ok=True)
+                        meta = dict(argv=sys.argv, warm=args.warm, reps=args.reps)
+                        args.json.write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
+    except StopIteration:
+        pass
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    print(f"# wall {time.time() - t0:.1f} s", flush=True)
     return 0
 
 

@@ -15,7 +15,7 @@ K = V = 128; IO / ST / RING = dtypes chosen at import, see the module constants)
 | A_log, dt_bias        | [HV]                 | float | read in fp32                  | read      |
 | initial_state_source  | [pool, HV, 128, 128] | ST    | inner dense; dim 0 % 8 == 0   | r; w flush|
 | k_cache               | [pool, H, 32, 128]   | RING  | inner dense; dim 0 % 8 == 0   | r; append |
-| u_cache               | [pool, HV, 32, 128]  | RING  | inner dense; dim 0 any        | r; append |
+| u_cache               | [pool, HV, 32, 128]  | RING  | inner dense; dim 0 % 8 == 0   | r; append |
 | g_cache               | [pool, HV, 32]       | fp32  | inner dense; dim 0 any        | r; append |
 | initial_state_indices | [B]                  | int32 | < 0: pad row                  | read      |
 | hist_len, cache_base  | [B]                  | int32 | request-keyed                 | read (*)  |
@@ -235,12 +235,25 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         c4: Any,
         NXP: int,
         split_a: bool,
+        a_rows: int = 16,
+        a_words: bool = False,
     ) -> list:
-        """[16 rows of an fp32 smem tile] x [x_0..x_{NXP-1}]^T with the same K-permutation.
+        """[16 rows of a smem tile] x [x_0..x_{NXP-1}]^T with the same K-permutation.
 
-        B is (hi, lo) split when bx_hl carries lo fragments; split_a also splits A (3 MMAs).
+        A is an fp32 tile (packed to dt here) or, with a_words, a tile already packed as 16-bit
+        pairs (row_stride in 32-bit words). Rows >= a_rows are zero and not stored. B is (hi, lo)
+        split when bx_hl carries lo fragments; split_a also splits an fp32 A (3 MMAs). bx_hl is
+        either (hi lists, lo lists) from build_bx or a function (nt, word, part) -> B word
+        (part 0 = hi, 1 = lo, None when there is no lo part) reading the smem-staged fragments.
         """
-        b_hi, b_lo = bx_hl
+        if callable(bx_hl):
+            bword = bx_hl
+        else:
+
+            def bword(nt: int, w: int, part: int) -> Any:
+                frags = bx_hl[part][nt]
+                return frags[w] if frags else None
+
         accs = []
         for nt in range(NXP // 8):
             ch = [[Float32(0.0)] * 4 for _ in range(4)]  # independent chains: shorter latency
@@ -251,21 +264,58 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 for q_ in range(4):
                     r_ = g4 + 8 * (q_ % 2)
                     cc = col + 2 * (q_ // 2)
-                    x0, x1 = rows_s[r_ * row_stride + cc], rows_s[r_ * row_stride + cc + 1]
-                    hi = pack2(x0, x1, dt)
-                    a_hi.append(hi)
-                    if split_a:
-                        r0, r1 = unpack2(hi, dt)
-                        a_lo.append(pack2(x0 - r0, x1 - r1, dt))
+                    if 8 * (q_ % 2) >= a_rows:  # compile-time: rows 8..15 are all zero
+                        a_hi.append(Int32(0))
+                        a_lo.append(Int32(0))
+                    elif a_words:
+                        a_hi.append(rows_s[r_ * row_stride + cc // 2])
+                    else:
+                        x0, x1 = rows_s[r_ * row_stride + cc], rows_s[r_ * row_stride + cc + 1]
+                        hi = pack2(x0, x1, dt)
+                        a_hi.append(hi)
+                        if split_a:
+                            r0, r1 = unpack2(hi, dt)
+                            a_lo.append(pack2(x0 - r0, x1 - r1, dt))
                 w0, w1 = 4 * i + 2 * h, 4 * i + 2 * h + 1
                 p2 = ks % 2
-                ch[p2] = list(mma16816(dt, a_hi, [b_hi[nt][w0], b_hi[nt][w1]], ch[p2]))
-                if b_lo[nt]:
-                    ch[2 + p2] = list(mma16816(dt, a_hi, [b_lo[nt][w0], b_lo[nt][w1]], ch[2 + p2]))
+                b_hi = [bword(nt, w0, 0), bword(nt, w1, 0)]
+                ch[p2] = list(mma16816(dt, a_hi, b_hi, ch[p2]))
+                b_lo0 = bword(nt, w0, 1)
+                if b_lo0 is not None:
+                    b_lo = [b_lo0, bword(nt, w1, 1)]
+                    ch[2 + p2] = list(mma16816(dt, a_hi, b_lo, ch[2 + p2]))
                 if split_a:
-                    ch[2 + p2] = list(mma16816(dt, a_lo, [b_hi[nt][w0], b_hi[nt][w1]], ch[2 + p2]))
+                    ch[2 + p2] = list(mma16816(dt, a_lo, b_hi, ch[2 + p2]))
             accs.append([(ch[0][e] + ch[1][e]) + (ch[2][e] + ch[3][e]) for e in range(4)])
         return accs
+
+    def load_state_tile(
+        st_head: Any, v0: Any, warp: Any, ti: int, ntile: int, g4: Any, c4: Any, skip: bool
+    ) -> list:
+        """16-byte loads of this thread's A fragments of state tile warp + 4 ti (rows g4, g4 + 8;
+        columns c4*8 + 32 i + 0..7). Warps without a tile (BV < 64) load a duplicate tile."""
+        tile_ld = (warp + 4 * ti) % ntile
+        sa_t = []
+        for rr in range(2):
+            rp0 = st_head + Int64((v0 + tile_ld * 16 + g4 + 8 * rr) * K_DIM + c4 * 8)
+            chunks = []
+            for i in range(4):
+                if skip:
+                    chunks.append((Int32(0),) * 4)
+                else:
+                    chunks.append(ldg_v4(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32)))
+            sa_t.append(chunks)
+        return sa_t
+
+    def smem_bfrag(xb: Any, lane: Any, xsplit: bool) -> Any:
+        """B-fragment reader of the smem-staged [k^; q^] (bsmem layout, state dtype)."""
+
+        def word(nt: int, w: int, part: int) -> Any:
+            if part == 1 and not xsplit:
+                return None
+            return xb[((nt * 2 + part) * 16 + w) * 32 + lane]
+
+        return word
 
     def hash_u32(x: Any) -> Any:
         # lowbias32 integer hash (public domain, Chris Wellons): cheap, well mixed.
@@ -331,6 +381,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             xsplit: bool = True,
             mbp: int = 0,
             bsmem: bool = False,
+            late: int = 0,
             skip: tuple = (),
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
@@ -342,7 +393,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # warps for the window scores and the Gram: idle warps when BV < 64
             self.SC_WARP = self.NTILE if self.NTILE < 4 else 0
             self.GR_WARP = (self.SC_WARP + 1) % 4
-            self.KP = K_DIM + 4  # padded fp32 row of the k window in smem
+            # rows of the fp32 [k^; q^] tile in smem: rows NX..NXP-1 are zero, rows >= NXP are
+            # never stored (the MMAs use constant zeros for them)
+            self.XR = self.NXP
+            self.KPW = K_DIM // 2 + 4  # 32-bit words per padded k-window row (16-bit pairs)
             self.DSP = self.NX + 1  # padded row of the projections in smem
             self.io, self.st, self.ring = io_dtype, st_dtype, ring_dtype
             self.io_c, self.st_c, self.ring_c = (
@@ -352,6 +406,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.pdl = pdl_trigger
             self.xsplit = xsplit
             self.bsmem = bsmem
+            # state tiles per warp whose loads wait until the projection phase (fewer registers
+            # live through the prologue; their latency overlaps the first tile's MMAs)
+            self.late = min(late, self.TILES_PER_WARP)
             self.mbp = mbp
             self.skip = frozenset(
                 skip
@@ -477,7 +534,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             scale: Float32,
             seed: Int32,
         ) -> None:
-            T, NX, NXP, BV, KP, DSP = self.T, self.NX, self.NXP, self.BV, self.KP, self.DSP
+            T, NX, NXP, BV, DSP = self.T, self.NX, self.NXP, self.BV, self.DSP
+            XR, KPW = self.XR, self.KPW
             HPG = self.HV // self.H
             tid = cute.arch.thread_idx()[0]
             vblk, hv, bi = cute.arch.block_idx()
@@ -505,32 +563,28 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             g4 = lane // 4
             c4 = lane % 4
             st_head = pool + (slot64 * pool_s0 + Int64(hv * V_DIM_C * K_DIM))
-            sa_tiles = []
-            for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
-                tile_ld = (warp + 4 * ti) % self.NTILE
-                sa_t = []
-                for rr in cutlass.range_constexpr(2):
-                    rp0 = st_head + Int64((v0 + tile_ld * 16 + g4 + 8 * rr) * K_DIM + c4 * 8)
-                    chunks = []
-                    for i in cutlass.range_constexpr(4):
-                        if cutlass.const_expr("state" in self.skip):
-                            chunks.append((Int32(0),) * 4)
-                        else:
-                            chunks.append(ldg_v4(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32)))
-                    sa_t.append(chunks)
-                sa_tiles.append(sa_t)
+
+            n_early = self.TILES_PER_WARP - self.late
+            sa_tiles = [
+                load_state_tile(st_head, v0, warp, ti, self.NTILE, g4, c4, "state" in self.skip)
+                for ti in range(n_early)
+            ]
 
             smem = SmemAllocator()
+            # Shared memory is kept small (~29 KB at BV=128, T=4) so that it never limits the CTAs
+            # per SM below what the registers allow: the windows stay in their 16-bit ring dtype.
             xs = cute.make_tensor(
-                smem.allocate_array(Float32, 16 * K_DIM, byte_alignment=16),
-                cute.make_layout(16 * K_DIM),
+                smem.allocate_array(Float32, XR * K_DIM, byte_alignment=16),
+                cute.make_layout(XR * K_DIM),
             )
-            kcs = cute.make_tensor(
-                smem.allocate_array(Float32, 16 * KP, byte_alignment=16), cute.make_layout(16 * KP)
-            )
-            uws = cute.make_tensor(
-                smem.allocate_array(Float32, 16 * BV, byte_alignment=16), cute.make_layout(16 * BV)
-            )
+            kc16 = smem.allocate_array(self.ring_c, 16 * 2 * KPW, byte_alignment=16)
+            kcs = cute.make_tensor(kc16, cute.make_layout(16 * 2 * KPW))  # 16-bit elements
+            kcw = cute.make_tensor(
+                cute.recast_ptr(kc16, dtype=Int32), cute.make_layout(16 * KPW)
+            )  # the same rows as 32-bit words (pairs): the MMA A fragments
+            uw16 = smem.allocate_array(self.ring_c, 16 * BV, byte_alignment=16)
+            uws = cute.make_tensor(uw16, cute.make_layout(16 * BV))  # u window, 16-bit
+            uww = cute.make_tensor(cute.recast_ptr(uw16, dtype=Int32), cute.make_layout(8 * BV))
             wv = cute.make_tensor(
                 smem.allocate_array(Float32, 16, byte_alignment=16), cute.make_layout(16)
             )
@@ -580,7 +634,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # ---- phase 1: activations, windows, gates -> smem ---------------------------------
             q_row = q + (Int64(bi) * q_sb + Int64(ih * K_DIM + tid))
             k_row = k + (Int64(bi) * k_sb + Int64(ih * K_DIM + tid))
-            for r in cutlass.range_constexpr(16):
+            for r in cutlass.range_constexpr(XR):
                 if cutlass.const_expr(r < NX):
                     if cutlass.const_expr(r < T):
                         x = ld16(k_row + Int64(r) * k_st, self.io)
@@ -607,24 +661,30 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         )
                     )
                     for e in cutlass.range_constexpr(4):
-                        lo, hi = unpack2(w[e], self.ring)
-                        kcs[j * KP + col + 2 * e] = lo
-                        kcs[j * KP + col + 2 * e + 1] = hi
+                        kcw[j * KPW + col // 2 + e] = w[e]
                 else:
-                    for e in cutlass.range_constexpr(8):
-                        kcs[j * KP + col + e] = Float32(0.0)
+                    for e in cutlass.range_constexpr(4):
+                        kcw[j * KPW + col // 2 + e] = Int32(0)
 
+            # u window: 16 rows x BV columns in 16-byte chunks of 8 (2 * BV chunks)
             uc_head = uc + (slot64 * uc_s0 + Int64(hv * RING_SLOTS * V_DIM_C) + Int64(v0))
-            for i in cutlass.range_constexpr((16 * BV) // THREADS):
-                e_ = tid + THREADS * i
-                j = e_ // BV
-                lv = e_ % BV
-                if j < P:
-                    uws[e_] = ld16(
-                        uc_head + Int64(((base + j) & RING_MASK) * V_DIM_C + lv), self.ring
-                    )
-                else:
-                    uws[e_] = Float32(0.0)
+            for i in cutlass.range_constexpr((2 * BV + THREADS - 1) // THREADS):
+                ch_ = tid + THREADS * i
+                if ch_ < 2 * BV:
+                    j = ch_ // (BV // 8)
+                    col = (ch_ % (BV // 8)) * 8
+                    if j < P:
+                        w = ldg_v4(
+                            cute.recast_ptr(
+                                uc_head + Int64(((base + j) & RING_MASK) * V_DIM_C + col),
+                                dtype=Int32,
+                            )
+                        )
+                        for e in cutlass.range_constexpr(4):
+                            uww[(j * BV + col) // 2 + e] = w[e]
+                    else:
+                        for e in cutlass.range_constexpr(4):
+                            uww[(j * BV + col) // 2 + e] = Int32(0)
 
             if tid < 16:
                 wj = Float32(0.0)
@@ -699,7 +759,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     kj = 2 * (kl % 4) + 8 * khalf
                     kg = kl // 4
                     kpc = (kg // 2) * 8 + 32 * (kt // 4) + 2 * (kt % 4) + (kg % 2)
-                    kb[kidx] = pack2(kcs[kj * KP + kpc], kcs[(kj + 1) * KP + kpc], self.ring)
+                    kb[kidx] = pack2(
+                        Float32(kcs[kj * 2 * KPW + kpc]),
+                        Float32(kcs[(kj + 1) * 2 * KPW + kpc]),
+                        self.ring,
+                    )
                 cute.arch.sync_threads()
 
             if cutlass.const_expr(self.bsmem):
@@ -724,10 +788,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             else:
                 bx = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
 
+            xb_word = smem_bfrag(xb, lane, self.xsplit)
             if warp == self.SC_WARP:
                 # sw[j, n] = w_j (kc_j . x_n); rows j >= P are zero in kcs and w.
-                bx_ring = build_bx(xs, g4, c4, NXP, self.ring, self.xsplit)
-                sc_acc = small_mma(kcs, KP, self.ring, bx_ring, g4, c4, NXP, False)
+                if cutlass.const_expr(self.bsmem and self.ring == self.st):
+                    bx_ring = xb_word  # no register copy of the fragments: fewer live registers
+                else:
+                    bx_ring = build_bx(xs, g4, c4, NXP, self.ring, self.xsplit)
+                sc_acc = small_mma(kcw, KPW, self.ring, bx_ring, g4, c4, NXP, False, a_words=True)
                 for nt in cutlass.range_constexpr(NXP // 8):
                     for e in cutlass.range_constexpr(4):
                         n = nt * 8 + 2 * c4 + (e % 2)
@@ -737,8 +805,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             if warp == self.GR_WARP:
                 # Gram of [k^; q^] against k^: A_sr = beta_s Gamma_sr (k_s . k_r) for r < s,
                 # C_sr = Gamma_sr (q_s . k_r) for r <= s; Gamma from cumulative-sum differences.
-                bx_st = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
-                gr_acc = small_mma(xs, K_DIM, self.st, bx_st, g4, c4, NXP, self.xsplit)
+                if cutlass.const_expr(self.bsmem):
+                    bx_st = xb_word
+                else:
+                    bx_st = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
+                gr_acc = small_mma(xs, K_DIM, self.st, bx_st, g4, c4, NXP, self.xsplit, a_rows=XR)
                 for e in cutlass.range_constexpr(4):
                     n = 2 * c4 + (e % 2)
                     xr = g4 + 8 * (e // 2)
@@ -757,6 +828,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 )
 
             # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ----------------
+            for ti in cutlass.range_constexpr(n_early, self.TILES_PER_WARP):
+                sa_tiles.append(
+                    load_state_tile(st_head, v0, warp, ti, self.NTILE, g4, c4, "state" in self.skip)
+                )
             for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
                 tile = warp + 4 * ti
                 if tile < self.NTILE:
@@ -801,8 +876,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             lrow = rows[fr]
                             afold.append(
                                 pack2(
-                                    uws[j0 * BV + lrow] * wv[j0],
-                                    uws[(j0 + 1) * BV + lrow] * wv[j0 + 1],
+                                    Float32(uws[j0 * BV + lrow]) * wv[j0],
+                                    Float32(uws[(j0 + 1) * BV + lrow]) * wv[j0 + 1],
                                     self.ring,
                                 )
                             )
@@ -839,12 +914,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     )
                                 else:
                                     newc[fr][fi][fw] = pack2(df[2 * fr], df[2 * fr + 1], self.st)
-                        for fr in cutlass.range_constexpr(2):
-                            frp = st_head + Int64((v0 + rows[fr]) * K_DIM + c4 * 8)
-                            for fi in cutlass.range_constexpr(4):
-                                stg_v4(
-                                    cute.recast_ptr(frp + Int64(32 * fi), dtype=Int32), newc[fr][fi]
-                                )
+                            if cutlass.const_expr(fw == 3):
+                                # chunk fi of both rows is complete: store it now, so that only
+                                # 8 result words (not 32) are live next to the state fragments
+                                for fr in cutlass.range_constexpr(2):
+                                    frp = st_head + Int64((v0 + rows[fr]) * K_DIM + c4 * 8)
+                                    stg_v4(
+                                        cute.recast_ptr(frp + Int64(32 * fi), dtype=Int32),
+                                        newc[fr][fi],
+                                    )
 
             cute.arch.sync_threads()
 
@@ -854,7 +932,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 # history term: four independent partial sums keep the FMA chains short
                 parts = [[Float32(0.0)] * NX for _ in range(4)]
                 for j in cutlass.range_constexpr(16):
-                    uj = uws[j * BV + lv]
+                    uj = Float32(uws[j * BV + lv])
                     for n in cutlass.range_constexpr(NX):
                         parts[j % 4][n] = parts[j % 4][n] + uj * sw[j * NX + n]
                 hx = []
@@ -943,6 +1021,7 @@ def compile_variant(
         mbp = int(os.environ["GDN_UCACHE_MBP"])
     mbp = int(mbp or 0)  # launch bounds (min CTAs per SM); > 0 needs the GPU at compile time
     bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
+    late = int(os.environ.get("GDN_UCACHE_LATE", "0") or 0)
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     key = (
         "ucache-gdnu-v1",
@@ -958,6 +1037,7 @@ def compile_variant(
         xsplit,
         mbp,
         bsmem,
+        late,
         skip,
         arch,
     )
@@ -977,6 +1057,7 @@ def compile_variant(
         xsplit=xsplit,
         mbp=mbp,
         bsmem=bsmem,
+        late=late,
         skip=skip,
     )
 
@@ -999,7 +1080,7 @@ def compile_variant(
         fake(Float32, 4),
         fake(st, 16),
         fake(ring, 16),
-        fake(ring, 2),
+        fake(ring, 16),
         fake(Float32, 4),
         fake(Int32, 4),
         fake(Int32, 4),
@@ -1277,7 +1358,7 @@ def gated_delta_rule_mtp_ucache_flush(
     # 13. device
     if dev.type != "cuda":
         raise ValueError(f"gated_delta_rule_mtp_ucache_flush needs CUDA tensors, got {dev}")
-    for name, t in (("initial_state_source", pool), ("k_cache", k_cache)):
+    for name, t in (("initial_state_source", pool), ("k_cache", k_cache), ("u_cache", u_cache)):
         _check_vec_aligned(t, name)
     if initial_state_indices is None:
         idx_c = torch.arange(B, dtype=torch.int32, device=dev)
@@ -1398,7 +1479,7 @@ def _launch(
         p(dtb, Float32, 4),
         p(pool, st, 16),
         p(kc, ring, 16),
-        p(uc, ring, 2),
+        p(uc, ring, 16),
         p(gc, Float32, 4),
         p(idx, Int32, 4),
         p(hist, Int32, 4),

@@ -101,6 +101,33 @@ def test_t8_flush_min_9_boundaries() -> None:
     _run("serving", num_requests=4, num_tokens=8, initial_hist=[0, 8, 9, 16][:4], steps=16)
 
 
+@pytest.mark.parametrize(
+    ("arm", "bv", "mbp", "late"),
+    [
+        ("serving", "128", "4", "0"),
+        ("bf16", "128", "7", "1"),
+        ("serving", "128", "6", "1"),
+        ("serving", "64", "7", "0"),
+        ("bf16", "64", "6", "1"),
+        ("bf16", "32", "0", "0"),
+        ("serving", "16", "0", "0"),
+    ],
+)
+def test_forced_bv_launch_bounds(arm: str, bv: str, mbp: str, late: str, monkeypatch) -> None:
+    # The BV heuristic picks BV=128 only for B*HV >= 2 SMs, which no other case reaches: force
+    # every tile height, launch bounds (register allocation, spills) and late state loads.
+    monkeypatch.setenv("GDN_UCACHE_BV", bv)
+    monkeypatch.setenv("GDN_UCACHE_MBP", mbp)
+    monkeypatch.setenv("GDN_UCACHE_LATE", late)
+    _run(arm, num_requests=6, pad_rows=1, num_k_heads=2, num_v_heads=4, num_tokens=4, steps=30)
+
+
+def test_forced_bv128_t8(monkeypatch) -> None:
+    monkeypatch.setenv("GDN_UCACHE_BV", "128")
+    monkeypatch.setenv("GDN_UCACHE_LATE", "1")
+    _run("serving", num_requests=4, num_tokens=8, initial_hist=[0, 8, 9, 16], steps=16)
+
+
 def test_qwen_shape_hv32() -> None:
     _run("serving", num_requests=8, num_k_heads=16, num_v_heads=32, num_tokens=4, steps=10)
 
