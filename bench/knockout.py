@@ -9,6 +9,7 @@ CTA, GDN_UCACHE_BV), mbp{0..8} (launch bounds: min CTAs per SM, GDN_UCACHE_MBP; 
 late{0,1,2} (state tiles per warp loaded only at the projection, GDN_UCACHE_LATE),
 no_{proj,epi,fold} and no_all (timing knock-outs, GDN_UCACHE_SKIP: results are wrong on purpose),
 nosplit (GDN_UCACHE_XSPLIT=0), regfrag (GDN_UCACHE_BSMEM=0). `base` = the file's own defaults.
+A variant written MODULE:VARIANT runs for that module only.
 
     python bench/knockout.py --hv 32 --batch 256 --flush 0 100
     python bench/knockout.py --modules v4=kernels/gdn_ucache_flush.py \\
@@ -99,7 +100,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     for v in args.variants:
-        variant_env(v)  # fail early on a bad name
+        variant_env(v.partition(":")[2] or v)  # fail early on a bad name
     modules = {}
     for item in args.modules:
         name, _, path = item.partition("=")
@@ -108,9 +109,25 @@ def main() -> int:
     scrub = None if args.warm else torch.ones((256 << 20) // 4, device="cuda")
     t0 = time.time()
     rows: list[dict[str, Any]] = []
-    cols = [f"{m}:{v}" for m in handles for v in args.variants]
+
+    def runs_for(mod: str) -> list[str]:
+        out = []
+        for v in args.variants:
+            vm, sep, vv = v.partition(":")
+            if not sep:
+                out.append(v)
+            elif vm == mod:
+                out.append(vv)
+        return out
+
+    cols = [f"{m}:{v}" for m in handles for v in runs_for(m)]
     print(f"# arm {args.arm}, {'warm' if args.warm else 'cold'} L2, us per call", flush=True)
-    print(f"{'HV':>3s} {'B':>4s} {'fl%':>4s} {'floor':>7s} " + " ".join(f"{c:>14s}" for c in cols))
+    for i, c in enumerate(cols):
+        print(f"# column {i}: {c}")
+    print(
+        f"{'HV':>3s} {'B':>4s} {'fl%':>4s} {'floor':>7s} "
+        + " ".join(f"{i:>7d}" for i in range(len(cols)))
+    )
     saved = {k: os.environ.get(k) for k in KNOBS}
     try:
         for hv in args.hv:
@@ -128,16 +145,16 @@ def main() -> int:
                     )
                     line = f"{hv:3d} {B:4d} {frac:4d} {floor:7.1f} "
                     for mod, handle in handles.items():
-                        for name in args.variants:
+                        for name in runs_for(mod):
                             for k in KNOBS:
                                 os.environ.pop(k, None)
                             os.environ.update(variant_env(name))
                             try:
                                 us = time_graph(handle.fn, point, scrub, args.reps)
                                 row["us"][f"{mod}:{name}"] = us
-                                line += f" {us:14.2f}"
+                                line += f" {us:7.2f}"
                             except Exception as exc:  # keep going: a knob may not compile
-                                line += f" {'ERR':>14s}"
+                                line += f" {'ERR':>7s}"
                                 print(f"# {mod}:{name}: {exc!r}"[:300], flush=True)
                     rows.append(row)
                     print(line, flush=True)
