@@ -307,6 +307,23 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             sa_t.append(chunks)
         return sa_t
 
+    def prefetch_state_tiles(
+        pool: Any,
+        pool_s0: Any,
+        slot: Any,
+        hv: Any,
+        v0: Any,
+        warp: Any,
+        ntile: int,
+        g4: Any,
+        c4: Any,
+        skip: bool,
+        n: int,
+    ) -> list:
+        """The first n state tiles of row `slot` (clamped to 0 for pad rows: never used)."""
+        head = pool + (Int64(cutlass.max(slot, Int32(0))) * pool_s0 + Int64(hv * V_DIM_C * K_DIM))
+        return [load_state_tile(head, v0, warp, ti, ntile, g4, c4, skip) for ti in range(n)]
+
     def smem_bfrag(xb: Any, lane: Any, xsplit: bool) -> Any:
         """B-fragment reader of the smem-staged [k^; q^] (bsmem layout, state dtype)."""
 
@@ -382,6 +399,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             mbp: int = 0,
             bsmem: bool = False,
             late: int = 0,
+            persist: bool = False,
             skip: tuple = (),
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
@@ -410,6 +428,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # live through the prologue; their latency overlaps the first tile's MMAs)
             self.late = min(late, self.TILES_PER_WARP)
             self.mbp = mbp
+            # persistent CTAs: grid z = nprog < B programs, each walking rows z0, z0 + nprog, ...
+            # and prefetching the next row's cursors and state tiles during the current row
+            self.persist = persist
             self.skip = frozenset(
                 skip
             )  # timing knock-outs (results are wrong): never in production
@@ -449,6 +470,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             uc_s0: Int64,
             gc_s0: Int64,
             batch: Int32,
+            nprog: Int32,
             flush_min: Int32,
             scale: Float32,
             seed: Int32,
@@ -486,11 +508,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 kc_s0,
                 uc_s0,
                 gc_s0,
+                batch,
+                nprog,
                 flush_min,
                 scale,
                 seed,
             ).launch(
-                grid=(V_DIM_C // self.BV, self.HV, batch),
+                grid=(V_DIM_C // self.BV, self.HV, nprog),
                 block=(THREADS, 1, 1),
                 stream=stream,
                 min_blocks_per_mp=self.mbp,
@@ -530,6 +554,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             kc_s0: Int64,
             uc_s0: Int64,
             gc_s0: Int64,
+            batch: Int32,
+            nprog: Int32,
             flush_min: Int32,
             scale: Float32,
             seed: Int32,
@@ -538,37 +564,21 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             XR, KPW = self.XR, self.KPW
             HPG = self.HV // self.H
             tid = cute.arch.thread_idx()[0]
-            vblk, hv, bi = cute.arch.block_idx()
+            vblk, hv, z0 = cute.arch.block_idx()
             if cutlass.const_expr(self.pdl):
                 cute.arch.griddepcontrol_launch_dependents()
-            # The three cursors are [B] tensors (real for pad rows too): load them together.
-            slot = cute.arch.load(idx + bi, Int32)
-            P = cute.arch.load(hist + bi, Int32)
-            base = cute.arch.load(cbase + bi, Int32)
-            # Pad rows retire the whole CTA before touching anything row-keyed (vLLM may pass
-            # phantom as_strided rows for them).
-            cute.arch.inline_ptx("exit;", predicate=slot < Int32(0))
-            is_flush = P >= flush_min
             ih = hv // HPG
             v0 = vblk * BV
             warp = tid // 32
             lane = tid % 32
-            slot64 = Int64(slot)
-
-            # ---- phase 0: issue this thread's 16-byte state loads first; they stay in flight
-            # through the whole prologue. Thread (g4, c4) of a warp holds rows g4 and g4 + 8 of its
-            # 16-row tile, columns c4*8 + 32 i + 0..7 (i < 4): exactly its mma.sync A fragments
-            # after a K-permutation that the B operand repeats. Warps without a tile (BV < 64)
-            # load a duplicate tile and never use it.
+            # Thread (g4, c4) of a warp holds rows g4 and g4 + 8 of its 16-row state tile, columns
+            # c4*8 + 32 i + 0..7 (i < 4): exactly its mma.sync A fragments after a K-permutation
+            # that the B operand repeats. Warps without a tile (BV < 64) load a duplicate tile and
+            # never use it.
             g4 = lane // 4
             c4 = lane % 4
-            st_head = pool + (slot64 * pool_s0 + Int64(hv * V_DIM_C * K_DIM))
-
             n_early = self.TILES_PER_WARP - self.late
-            sa_tiles = [
-                load_state_tile(st_head, v0, warp, ti, self.NTILE, g4, c4, "state" in self.skip)
-                for ti in range(n_early)
-            ]
+            skip_state = "state" in self.skip
 
             smem = SmemAllocator()
             # Shared memory is kept small (~29 KB at BV=128, T=4) so that it never limits the CTAs
@@ -624,336 +634,440 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 smem.allocate_array(Float32, T * BV, byte_alignment=16), cute.make_layout(T * BV)
             )
 
-            # G* = cumulative log-decay of the last live window row (0 when the window is empty).
-            g_row = gc + (slot64 * gc_s0 + Int64(hv * RING_SLOTS))
-            g_star = Float32(0.0)
-            if P > Int32(0):
-                g_star = cute.arch.load(g_row + Int64((base + P - 1) & RING_MASK), Float32)
-            eg_star = cute.math.exp(g_star, fastmath=True)
+            # The three cursors are [B] tensors (real for pad rows too): load them together.
+            slot = cute.arch.load(idx + z0, Int32)
+            P = cute.arch.load(hist + z0, Int32)
+            base = cute.arch.load(cbase + z0, Int32)
+            if cutlass.const_expr(not self.persist):
+                # Pad rows retire the whole CTA before touching anything row-keyed (vLLM may pass
+                # phantom as_strided rows for them).
+                cute.arch.inline_ptx("exit;", predicate=slot < Int32(0))
 
-            # ---- phase 1: activations, windows, gates -> smem ---------------------------------
-            q_row = q + (Int64(bi) * q_sb + Int64(ih * K_DIM + tid))
-            k_row = k + (Int64(bi) * k_sb + Int64(ih * K_DIM + tid))
-            for r in cutlass.range_constexpr(XR):
-                if cutlass.const_expr(r < NX):
-                    if cutlass.const_expr(r < T):
-                        x = ld16(k_row + Int64(r) * k_st, self.io)
-                    else:
-                        x = ld16(q_row + Int64(r - T) * q_st, self.io)
-                    xs[r * K_DIM + tid] = x
-                    ss = x * x
-                    for o in cutlass.range_constexpr(5):
-                        ss = ss + cute.arch.shuffle_sync_bfly(ss, offset=1 << o)
-                    if lane == 0:
-                        nrm[warp * NXP + r] = ss
-                else:
-                    xs[r * K_DIM + tid] = Float32(0.0)
+            # ---- phase 0: issue this thread's 16-byte state loads first; they stay in flight
+            # through the whole prologue (a persistent CTA issues the next row's loads right
+            # after this row's projection, so they fly during its epilogue). Pad rows load slot
+            # 0's tiles (never used): loads stay unconditional and in bounds.
+            slot_ld = cutlass.max(slot, Int32(0)) if cutlass.const_expr(self.persist) else slot
+            st_head0 = pool + (Int64(slot_ld) * pool_s0 + Int64(hv * V_DIM_C * K_DIM))
+            sa_cur = [
+                load_state_tile(st_head0, v0, warp, ti, self.NTILE, g4, c4, skip_state)
+                for ti in range(n_early)
+            ]
+            # A persistent CTA walks rows z0, z0 + nprog, ... (nprog = grid z); otherwise one row.
+            n_items = Int32(1)
+            if cutlass.const_expr(self.persist):
+                n_items = (batch - z0 + nprog - Int32(1)) // nprog
+            for it in cutlass.range(n_items, unroll=1):
+                bi = z0 + it * nprog
+                nslot, nP, nbase = slot, P, base
+                if cutlass.const_expr(self.persist):
+                    # next row's cursors now: their DRAM trip overlaps this row's work
+                    bn = cutlass.min(bi + nprog, batch - Int32(1))
+                    nslot = cute.arch.load(idx + bn, Int32)
+                    nP = cute.arch.load(hist + bn, Int32)
+                    nbase = cute.arch.load(cbase + bn, Int32)
+                sa_nxt = sa_cur
+                if slot >= Int32(0):
+                    is_flush = P >= flush_min
+                    slot64 = Int64(slot)
+                    st_head = pool + (slot64 * pool_s0 + Int64(hv * V_DIM_C * K_DIM))
+                    sa_tiles = list(sa_cur)
 
-            kc_head = kc + (slot64 * kc_s0 + Int64(ih * RING_SLOTS * K_DIM))
-            for i in cutlass.range_constexpr(2):
-                ci = tid + 128 * i
-                j = ci // 16
-                col = (ci % 16) * 8
-                if j < P:
-                    w = ldg_v4(
-                        cute.recast_ptr(
-                            kc_head + Int64(((base + j) & RING_MASK) * K_DIM + col), dtype=Int32
-                        )
-                    )
-                    for e in cutlass.range_constexpr(4):
-                        kcw[j * KPW + col // 2 + e] = w[e]
-                else:
-                    for e in cutlass.range_constexpr(4):
-                        kcw[j * KPW + col // 2 + e] = Int32(0)
+                    # G* = cumulative log-decay of the last live window row (0 when the window is
+                    # empty).
+                    g_row = gc + (slot64 * gc_s0 + Int64(hv * RING_SLOTS))
+                    g_star = Float32(0.0)
+                    if P > Int32(0):
+                        g_star = cute.arch.load(g_row + Int64((base + P - 1) & RING_MASK), Float32)
+                    eg_star = cute.math.exp(g_star, fastmath=True)
 
-            # u window: 16 rows x BV columns in 16-byte chunks of 8 (2 * BV chunks)
-            uc_head = uc + (slot64 * uc_s0 + Int64(hv * RING_SLOTS * V_DIM_C) + Int64(v0))
-            for i in cutlass.range_constexpr((2 * BV + THREADS - 1) // THREADS):
-                ch_ = tid + THREADS * i
-                if ch_ < 2 * BV:
-                    j = ch_ // (BV // 8)
-                    col = (ch_ % (BV // 8)) * 8
-                    if j < P:
-                        w = ldg_v4(
-                            cute.recast_ptr(
-                                uc_head + Int64(((base + j) & RING_MASK) * V_DIM_C + col),
-                                dtype=Int32,
-                            )
-                        )
-                        for e in cutlass.range_constexpr(4):
-                            uww[(j * BV + col) // 2 + e] = w[e]
-                    else:
-                        for e in cutlass.range_constexpr(4):
-                            uww[(j * BV + col) // 2 + e] = Int32(0)
-
-            if tid < 16:
-                wj = Float32(0.0)
-                if tid < P:
-                    gj = cute.arch.load(g_row + Int64((base + tid) & RING_MASK), Float32)
-                    wj = cute.math.exp(g_star - gj, fastmath=True)
-                wv[tid] = wj
-
-            if tid < T:
-                # gamma_t = sum_{i <= t} g_i ; g_i = -exp(A_log) softplus(a_i + dt_bias)
-                alog = cute.arch.load(a_log + Int64(hv), Float32)
-                dtb = cute.arch.load(dt_bias + Int64(hv), Float32)
-                neg_a = -cute.math.exp(alog, fastmath=False)
-                gsum = Float32(0.0)
-                for i in cutlass.range_constexpr(T):
-                    ai = ld16(a + (Int64(bi) * a_sb + Int64(i) * a_st + Int64(hv)), self.io) + dtb
-                    # stable softplus: max(x, 0) + log1p(exp(-|x|))
-                    sp = cute.math.max(ai, Float32(0.0)) + cute.math.log1p(
-                        cute.math.exp(-cute.math.absf(ai), fastmath=True)
-                    )
-                    gi = neg_a * sp
-                    gsum = gsum + cutlass.select_(Int32(i) <= tid, gi, Float32(0.0))
-                gam[tid] = gsum
-                bt = ld16(b + (Int64(bi) * b_sb + Int64(tid) * b_st + Int64(hv)), self.io)
-                beta[tid] = Float32(1.0) / (Float32(1.0) + cute.math.exp(-bt, fastmath=True))
-
-            v_row = v + (Int64(bi) * v_sb + Int64(hv * V_DIM_C) + Int64(v0))
-            for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
-                e_ = tid + THREADS * i
-                if e_ < T * BV:
-                    t_ = e_ // BV
-                    lv = e_ % BV
-                    vs[e_] = ld16(v_row + (Int64(t_) * v_st + Int64(lv)), self.io)
-
-            cute.arch.sync_threads()
-
-            # ---- phase 2: L2 norms; ring appends of k (one CTA per key head) and g ------------
-            for r in cutlass.range_constexpr(NX):
-                tot = nrm[r] + nrm[NXP + r] + nrm[2 * NXP + r] + nrm[3 * NXP + r]
-                inv = cute.math.rsqrt(tot + Float32(EPS), fastmath=True)
-                if cutlass.const_expr(r >= T):
-                    inv = inv * scale
-                xs[r * K_DIM + tid] = xs[r * K_DIM + tid] * inv
-            if vblk == 0:
-                if hv % HPG == 0:
-                    for t_ in cutlass.range_constexpr(T):
-                        kv = xs[t_ * K_DIM + tid]
-                        st16(
-                            kc_head + Int64(((base + P + t_) & RING_MASK) * K_DIM + tid),
-                            kv,
-                            self.ring,
-                        )
-                if tid < T:
-                    gt = gam[tid]
-                    if not is_flush:
-                        gt = gt + g_star
-                    cute.arch.store(g_row + Int64((base + P + tid) & RING_MASK), gt)
-            cute.arch.sync_threads()
-
-            # ---- phase 3: B fragments of [k^; q^]; window scores and Grams with mma.sync -------
-            # Thread (g4, c4) holds x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4 (the K-permutation
-            # as its state fragments), packed in the state dtype (and the ring dtype if different).
-            if is_flush and cutlass.const_expr("fold" not in self.skip):
-                # Fold B fragments KC[j, col] packed once per CTA in fragment order (lane-minor,
-                # conflict-free reads): word (t16, half, lane) = {KC[j0][p], KC[j0 + 1][p]} with
-                # j0 = 2 c + 8 half and p the column of n-tile t16 for lane (g, c).
-                for it in cutlass.range_constexpr(16 * 2 * 32 // THREADS):
-                    kidx = tid + THREADS * it
-                    kl = kidx % 32
-                    khalf = (kidx // 32) % 2
-                    kt = kidx // 64
-                    kj = 2 * (kl % 4) + 8 * khalf
-                    kg = kl // 4
-                    kpc = (kg // 2) * 8 + 32 * (kt // 4) + 2 * (kt % 4) + (kg % 2)
-                    kb[kidx] = pack2(
-                        Float32(kcs[kj * 2 * KPW + kpc]),
-                        Float32(kcs[(kj + 1) * 2 * KPW + kpc]),
-                        self.ring,
-                    )
-                cute.arch.sync_threads()
-
-            if cutlass.const_expr(self.bsmem):
-                # Fragments staged once per CTA in smem (word-major, lane-minor: conflict-free),
-                # instead of 16-32 registers per thread for the whole projection.
-                for it in cutlass.range_constexpr((NXP // 8) * 2 * 16 * 32 // THREADS):
-                    eidx = tid + THREADS * it
-                    ln = eidx % 32
-                    wd_ = (eidx // 32) % 16
-                    hl_ = (eidx // 512) % 2
-                    ntb = eidx // 1024
-                    colb = (ln % 4) * 8 + 32 * (wd_ // 4) + 2 * (wd_ % 4)
-                    nb = ntb * 8 + ln // 4
-                    xa0 = xs[nb * K_DIM + colb]
-                    xa1 = xs[nb * K_DIM + colb + 1]
-                    hib = pack2(xa0, xa1, self.st)
-                    ra0, ra1 = unpack2(hib, self.st)
-                    lob = pack2(xa0 - ra0, xa1 - ra1, self.st)
-                    xb[eidx] = cutlass.select_(hl_ == 0, hib, lob)
-                cute.arch.sync_threads()
-                bx = None
-            else:
-                bx = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
-
-            xb_word = smem_bfrag(xb, lane, self.xsplit)
-            if warp == self.SC_WARP:
-                # sw[j, n] = w_j (kc_j . x_n); rows j >= P are zero in kcs and w.
-                if cutlass.const_expr(self.bsmem and self.ring == self.st):
-                    bx_ring = xb_word  # no register copy of the fragments: fewer live registers
-                else:
-                    bx_ring = build_bx(xs, g4, c4, NXP, self.ring, self.xsplit)
-                sc_acc = small_mma(kcw, KPW, self.ring, bx_ring, g4, c4, NXP, False, a_words=True)
-                for nt in cutlass.range_constexpr(NXP // 8):
-                    for e in cutlass.range_constexpr(4):
-                        n = nt * 8 + 2 * c4 + (e % 2)
-                        j = g4 + 8 * (e // 2)
-                        if n < NX:
-                            sw[j * NX + n] = sc_acc[nt][e] * wv[j]
-            if warp == self.GR_WARP:
-                # Gram of [k^; q^] against k^: A_sr = beta_s Gamma_sr (k_s . k_r) for r < s,
-                # C_sr = Gamma_sr (q_s . k_r) for r <= s; Gamma from cumulative-sum differences.
-                if cutlass.const_expr(self.bsmem):
-                    bx_st = xb_word
-                else:
-                    bx_st = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
-                gr_acc = small_mma(xs, K_DIM, self.st, bx_st, g4, c4, NXP, self.xsplit, a_rows=XR)
-                for e in cutlass.range_constexpr(4):
-                    n = 2 * c4 + (e % 2)
-                    xr = g4 + 8 * (e // 2)
-                    if n < T:
-                        if xr < T:
-                            gk = cute.math.exp(gam[xr] - gam[n], fastmath=True)
-                            amat[xr * T + n] = cutlass.select_(
-                                n < xr, beta[xr] * gk * gr_acc[0][e], Float32(0.0)
-                            )
-                        else:
-                            if xr < 2 * T:
-                                sq_ = xr - T
-                                gq = cute.math.exp(gam[sq_] - gam[n], fastmath=True)
-                                cmat[sq_ * T + n] = cutlass.select_(
-                                    n <= sq_, gq * gr_acc[0][e], Float32(0.0)
-                                )
-
-            # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ----------------
-            for ti in cutlass.range_constexpr(n_early, self.TILES_PER_WARP):
-                sa_tiles.append(
-                    load_state_tile(st_head, v0, warp, ti, self.NTILE, g4, c4, "state" in self.skip)
-                )
-            for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
-                tile = warp + 4 * ti
-                if tile < self.NTILE:
-                    lr0 = tile * 16 + g4
-                    rows = (lr0, lr0 + 8)
-                    sa = sa_tiles[ti]
-                    for nt in cutlass.range_constexpr(NXP // 8):
-                        # four independent accumulator chains (k-step parity x hi/lo): the MMA
-                        # latency chain is 4 deep instead of 16
-                        dch = [[Float32(0.0)] * 4 for _ in range(4)]
-                        for ks in cutlass.range_constexpr(0 if "proj" in self.skip else 8):
-                            i, h = ks // 2, ks % 2
-                            afr = [
-                                sa[0][i][2 * h],
-                                sa[1][i][2 * h],
-                                sa[0][i][2 * h + 1],
-                                sa[1][i][2 * h + 1],
-                            ]
-                            w0, w1 = 4 * i + 2 * h, 4 * i + 2 * h + 1
-                            if cutlass.const_expr(self.bsmem):
-                                bh = [xb[((nt * 2) * 16 + w) * 32 + lane] for w in (w0, w1)]
-                                bl = [xb[((nt * 2 + 1) * 16 + w) * 32 + lane] for w in (w0, w1)]
+                    # ---- phase 1: activations, windows, gates -> smem ---------------------------
+                    q_row = q + (Int64(bi) * q_sb + Int64(ih * K_DIM + tid))
+                    k_row = k + (Int64(bi) * k_sb + Int64(ih * K_DIM + tid))
+                    for r in cutlass.range_constexpr(XR):
+                        if cutlass.const_expr(r < NX):
+                            if cutlass.const_expr(r < T):
+                                x = ld16(k_row + Int64(r) * k_st, self.io)
                             else:
-                                bh = [bx[0][nt][w0], bx[0][nt][w1]]
-                                bl = [bx[1][nt][w0], bx[1][nt][w1]] if self.xsplit else None
-                            dch[ks % 2] = list(mma16816(self.st, afr, bh, dch[ks % 2]))
-                            if cutlass.const_expr(self.xsplit):
-                                dch[2 + ks % 2] = list(mma16816(self.st, afr, bl, dch[2 + ks % 2]))
-                        d = [(dch[0][e] + dch[1][e]) + (dch[2][e] + dch[3][e]) for e in range(4)]
-                        for e in cutlass.range_constexpr(4):
-                            n = nt * 8 + 2 * c4 + (e % 2)
-                            lr = lr0 + 8 * (e // 2)
-                            if n < NX:
-                                ds[lr * DSP + n] = d[e]
+                                x = ld16(q_row + Int64(r - T) * q_st, self.io)
+                            xs[r * K_DIM + tid] = x
+                            ss = x * x
+                            for o in cutlass.range_constexpr(5):
+                                ss = ss + cute.arch.shuffle_sync_bfly(ss, offset=1 << o)
+                            if lane == 0:
+                                nrm[warp * NXP + r] = ss
+                        else:
+                            xs[r * K_DIM + tid] = Float32(0.0)
 
-                    if is_flush and cutlass.const_expr("fold" not in self.skip):
-                        # A = (w_j u_j)[row, j] rounded to the ring dtype; C = e^{G*} S0.
-                        afold = []
-                        for rr_j in cutlass.range_constexpr(4):
-                            fr = rr_j % 2
-                            j0 = 2 * c4 + 8 * (rr_j // 2)
-                            lrow = rows[fr]
-                            afold.append(
-                                pack2(
-                                    Float32(uws[j0 * BV + lrow]) * wv[j0],
-                                    Float32(uws[(j0 + 1) * BV + lrow]) * wv[j0 + 1],
+                    kc_head = kc + (slot64 * kc_s0 + Int64(ih * RING_SLOTS * K_DIM))
+                    for i in cutlass.range_constexpr(2):
+                        ci = tid + 128 * i
+                        j = ci // 16
+                        col = (ci % 16) * 8
+                        if j < P:
+                            w = ldg_v4(
+                                cute.recast_ptr(
+                                    kc_head + Int64(((base + j) & RING_MASK) * K_DIM + col),
+                                    dtype=Int32,
+                                )
+                            )
+                            for e in cutlass.range_constexpr(4):
+                                kcw[j * KPW + col // 2 + e] = w[e]
+                        else:
+                            for e in cutlass.range_constexpr(4):
+                                kcw[j * KPW + col // 2 + e] = Int32(0)
+
+                    # u window: 16 rows x BV columns in 16-byte chunks of 8 (2 * BV chunks)
+                    uc_head = uc + (slot64 * uc_s0 + Int64(hv * RING_SLOTS * V_DIM_C) + Int64(v0))
+                    for i in cutlass.range_constexpr((2 * BV + THREADS - 1) // THREADS):
+                        ch_ = tid + THREADS * i
+                        if ch_ < 2 * BV:
+                            j = ch_ // (BV // 8)
+                            col = (ch_ % (BV // 8)) * 8
+                            if j < P:
+                                w = ldg_v4(
+                                    cute.recast_ptr(
+                                        uc_head + Int64(((base + j) & RING_MASK) * V_DIM_C + col),
+                                        dtype=Int32,
+                                    )
+                                )
+                                for e in cutlass.range_constexpr(4):
+                                    uww[(j * BV + col) // 2 + e] = w[e]
+                            else:
+                                for e in cutlass.range_constexpr(4):
+                                    uww[(j * BV + col) // 2 + e] = Int32(0)
+
+                    if tid < 16:
+                        wj = Float32(0.0)
+                        if tid < P:
+                            gj = cute.arch.load(g_row + Int64((base + tid) & RING_MASK), Float32)
+                            wj = cute.math.exp(g_star - gj, fastmath=True)
+                        wv[tid] = wj
+
+                    if tid < T:
+                        # gamma_t = sum_{i <= t} g_i ; g_i = -exp(A_log) softplus(a_i + dt_bias)
+                        alog = cute.arch.load(a_log + Int64(hv), Float32)
+                        dtb = cute.arch.load(dt_bias + Int64(hv), Float32)
+                        neg_a = -cute.math.exp(alog, fastmath=False)
+                        gsum = Float32(0.0)
+                        for i in cutlass.range_constexpr(T):
+                            ai = (
+                                ld16(a + (Int64(bi) * a_sb + Int64(i) * a_st + Int64(hv)), self.io)
+                                + dtb
+                            )
+                            # stable softplus: max(x, 0) + log1p(exp(-|x|))
+                            sp = cute.math.max(ai, Float32(0.0)) + cute.math.log1p(
+                                cute.math.exp(-cute.math.absf(ai), fastmath=True)
+                            )
+                            gi = neg_a * sp
+                            gsum = gsum + cutlass.select_(Int32(i) <= tid, gi, Float32(0.0))
+                        gam[tid] = gsum
+                        bt = ld16(b + (Int64(bi) * b_sb + Int64(tid) * b_st + Int64(hv)), self.io)
+                        beta[tid] = Float32(1.0) / (
+                            Float32(1.0) + cute.math.exp(-bt, fastmath=True)
+                        )
+
+                    v_row = v + (Int64(bi) * v_sb + Int64(hv * V_DIM_C) + Int64(v0))
+                    for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
+                        e_ = tid + THREADS * i
+                        if e_ < T * BV:
+                            t_ = e_ // BV
+                            lv = e_ % BV
+                            vs[e_] = ld16(v_row + (Int64(t_) * v_st + Int64(lv)), self.io)
+
+                    cute.arch.sync_threads()
+
+                    # ---- phase 2: L2 norms; ring appends of k (one CTA per key head) and g ------
+                    for r in cutlass.range_constexpr(NX):
+                        tot = nrm[r] + nrm[NXP + r] + nrm[2 * NXP + r] + nrm[3 * NXP + r]
+                        inv = cute.math.rsqrt(tot + Float32(EPS), fastmath=True)
+                        if cutlass.const_expr(r >= T):
+                            inv = inv * scale
+                        xs[r * K_DIM + tid] = xs[r * K_DIM + tid] * inv
+                    if vblk == 0:
+                        if hv % HPG == 0:
+                            for t_ in cutlass.range_constexpr(T):
+                                kv = xs[t_ * K_DIM + tid]
+                                st16(
+                                    kc_head + Int64(((base + P + t_) & RING_MASK) * K_DIM + tid),
+                                    kv,
                                     self.ring,
                                 )
+                        if tid < T:
+                            gt = gam[tid]
+                            if not is_flush:
+                                gt = gt + g_star
+                            cute.arch.store(g_row + Int64((base + P + tid) & RING_MASK), gt)
+                    cute.arch.sync_threads()
+
+                    # ---- phase 3: B fragments of [k^; q^]; window scores and Grams (mma.sync) ---
+                    # Thread (g4, c4) holds x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4 (the
+                    # K-permutation of its state fragments), packed in the state dtype (and the
+                    # ring dtype if different).
+                    if is_flush and cutlass.const_expr("fold" not in self.skip):
+                        # Fold B fragments KC[j, col] packed once per CTA in fragment order (lane-
+                        # minor, conflict-free reads): word (t16, half, lane) = {KC[j0][p], KC[j0 +
+                        # 1][p]} with j0 = 2 c + 8 half and p the column of n-tile t16 for lane (g,
+                        # c).
+                        for kit in cutlass.range_constexpr(16 * 2 * 32 // THREADS):
+                            kidx = tid + THREADS * kit
+                            kl = kidx % 32
+                            khalf = (kidx // 32) % 2
+                            kt = kidx // 64
+                            kj = 2 * (kl % 4) + 8 * khalf
+                            kg = kl // 4
+                            kpc = (kg // 2) * 8 + 32 * (kt // 4) + 2 * (kt % 4) + (kg % 2)
+                            kb[kidx] = pack2(
+                                Float32(kcs[kj * 2 * KPW + kpc]),
+                                Float32(kcs[(kj + 1) * 2 * KPW + kpc]),
+                                self.ring,
                             )
-                        newc = [[[None] * 4 for _ in range(4)] for _ in range(2)]
-                        for t16 in cutlass.range_constexpr(16):
-                            fi, fw = t16 // 4, t16 % 4
-                            bff = [kb[(t16 * 2) * 32 + lane], kb[(t16 * 2 + 1) * 32 + lane]]
-                            l0, h0 = unpack2(sa[0][fi][fw], self.st)
-                            l1, h1 = unpack2(sa[1][fi][fw], self.st)
-                            cin = [l0 * eg_star, h0 * eg_star, l1 * eg_star, h1 * eg_star]
-                            df = mma16816(self.ring, afold, bff, cin)
-                            for fr in cutlass.range_constexpr(2):
-                                if cutlass.const_expr(self.sr):
-                                    key = (
-                                        Uint32(seed)
-                                        ^ hash_u32(
-                                            Uint32(slot) * Uint32(0x9E3779B1)
-                                            ^ Uint32(
-                                                (hv * V_DIM_C + v0 + rows[fr]) * K_DIM
-                                                + c4 * 8
-                                                + 32 * fi
-                                                + 2 * fw
-                                            )
-                                            ^ (Uint32(base) << 27)
-                                        )
-                                        ^ cute.arch.inline_ptx(
-                                            "mov.b32 {$w0}, {$r0};",
-                                            write_only_types=[Uint32],
-                                            read_only_args=[df[2 * fr]],
-                                        )
-                                    )
-                                    newc[fr][fi][fw] = sr_pack2(
-                                        df[2 * fr], df[2 * fr + 1], self.st, key
+                        cute.arch.sync_threads()
+
+                    if cutlass.const_expr(self.bsmem):
+                        # Fragments staged once per CTA in smem (word-major, lane-minor: conflict-
+                        # free), instead of 16-32 registers per thread for the whole projection.
+                        for bit in cutlass.range_constexpr((NXP // 8) * 2 * 16 * 32 // THREADS):
+                            eidx = tid + THREADS * bit
+                            ln = eidx % 32
+                            wd_ = (eidx // 32) % 16
+                            hl_ = (eidx // 512) % 2
+                            ntb = eidx // 1024
+                            colb = (ln % 4) * 8 + 32 * (wd_ // 4) + 2 * (wd_ % 4)
+                            nb = ntb * 8 + ln // 4
+                            xa0 = xs[nb * K_DIM + colb]
+                            xa1 = xs[nb * K_DIM + colb + 1]
+                            hib = pack2(xa0, xa1, self.st)
+                            ra0, ra1 = unpack2(hib, self.st)
+                            lob = pack2(xa0 - ra0, xa1 - ra1, self.st)
+                            xb[eidx] = cutlass.select_(hl_ == 0, hib, lob)
+                        cute.arch.sync_threads()
+                        bx = None
+                    else:
+                        bx = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
+
+                    xb_word = smem_bfrag(xb, lane, self.xsplit)
+                    if warp == self.SC_WARP:
+                        # sw[j, n] = w_j (kc_j . x_n); rows j >= P are zero in kcs and w.
+                        if cutlass.const_expr(self.bsmem and self.ring == self.st):
+                            bx_ring = (
+                                xb_word  # no register copy of the fragments: fewer live registers
+                            )
+                        else:
+                            bx_ring = build_bx(xs, g4, c4, NXP, self.ring, self.xsplit)
+                        sc_acc = small_mma(
+                            kcw, KPW, self.ring, bx_ring, g4, c4, NXP, False, a_words=True
+                        )
+                        for nt in cutlass.range_constexpr(NXP // 8):
+                            for e in cutlass.range_constexpr(4):
+                                n = nt * 8 + 2 * c4 + (e % 2)
+                                j = g4 + 8 * (e // 2)
+                                if n < NX:
+                                    sw[j * NX + n] = sc_acc[nt][e] * wv[j]
+                    if warp == self.GR_WARP:
+                        # Gram of [k^; q^] against k^: A_sr = beta_s Gamma_sr (k_s . k_r) for r < s,
+                        # C_sr = Gamma_sr (q_s . k_r) for r <= s; Gamma from cumulative-sum
+                        # differences.
+                        if cutlass.const_expr(self.bsmem):
+                            bx_st = xb_word
+                        else:
+                            bx_st = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
+                        gr_acc = small_mma(
+                            xs, K_DIM, self.st, bx_st, g4, c4, NXP, self.xsplit, a_rows=XR
+                        )
+                        for e in cutlass.range_constexpr(4):
+                            n = 2 * c4 + (e % 2)
+                            xr = g4 + 8 * (e // 2)
+                            if n < T:
+                                if xr < T:
+                                    gk = cute.math.exp(gam[xr] - gam[n], fastmath=True)
+                                    amat[xr * T + n] = cutlass.select_(
+                                        n < xr, beta[xr] * gk * gr_acc[0][e], Float32(0.0)
                                     )
                                 else:
-                                    newc[fr][fi][fw] = pack2(df[2 * fr], df[2 * fr + 1], self.st)
-                            if cutlass.const_expr(fw == 3):
-                                # chunk fi of both rows is complete: store it now, so that only
-                                # 8 result words (not 32) are live next to the state fragments
-                                for fr in cutlass.range_constexpr(2):
-                                    frp = st_head + Int64((v0 + rows[fr]) * K_DIM + c4 * 8)
-                                    stg_v4(
-                                        cute.recast_ptr(frp + Int64(32 * fi), dtype=Int32),
-                                        newc[fr][fi],
+                                    if xr < 2 * T:
+                                        sq_ = xr - T
+                                        gq = cute.math.exp(gam[sq_] - gam[n], fastmath=True)
+                                        cmat[sq_ * T + n] = cutlass.select_(
+                                            n <= sq_, gq * gr_acc[0][e], Float32(0.0)
+                                        )
+
+                    # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ---------
+                    for ti in cutlass.range_constexpr(n_early, self.TILES_PER_WARP):
+                        sa_tiles.append(
+                            load_state_tile(st_head, v0, warp, ti, self.NTILE, g4, c4, skip_state)
+                        )
+                    for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
+                        tile = warp + 4 * ti
+                        if tile < self.NTILE:
+                            lr0 = tile * 16 + g4
+                            rows = (lr0, lr0 + 8)
+                            sa = sa_tiles[ti]
+                            for nt in cutlass.range_constexpr(NXP // 8):
+                                # four independent accumulator chains (k-step parity x hi/lo): the
+                                # MMA latency chain is 4 deep instead of 16
+                                dch = [[Float32(0.0)] * 4 for _ in range(4)]
+                                for ks in cutlass.range_constexpr(0 if "proj" in self.skip else 8):
+                                    i, h = ks // 2, ks % 2
+                                    afr = [
+                                        sa[0][i][2 * h],
+                                        sa[1][i][2 * h],
+                                        sa[0][i][2 * h + 1],
+                                        sa[1][i][2 * h + 1],
+                                    ]
+                                    w0, w1 = 4 * i + 2 * h, 4 * i + 2 * h + 1
+                                    if cutlass.const_expr(self.bsmem):
+                                        bh = [xb[((nt * 2) * 16 + w) * 32 + lane] for w in (w0, w1)]
+                                        bl = [
+                                            xb[((nt * 2 + 1) * 16 + w) * 32 + lane]
+                                            for w in (w0, w1)
+                                        ]
+                                    else:
+                                        bh = [bx[0][nt][w0], bx[0][nt][w1]]
+                                        bl = [bx[1][nt][w0], bx[1][nt][w1]] if self.xsplit else None
+                                    dch[ks % 2] = list(mma16816(self.st, afr, bh, dch[ks % 2]))
+                                    if cutlass.const_expr(self.xsplit):
+                                        dch[2 + ks % 2] = list(
+                                            mma16816(self.st, afr, bl, dch[2 + ks % 2])
+                                        )
+                                d = [
+                                    (dch[0][e] + dch[1][e]) + (dch[2][e] + dch[3][e])
+                                    for e in range(4)
+                                ]
+                                for e in cutlass.range_constexpr(4):
+                                    n = nt * 8 + 2 * c4 + (e % 2)
+                                    lr = lr0 + 8 * (e // 2)
+                                    if n < NX:
+                                        ds[lr * DSP + n] = d[e]
+
+                            if is_flush and cutlass.const_expr("fold" not in self.skip):
+                                # A = (w_j u_j)[row, j] rounded to the ring dtype; C = e^{G*} S0.
+                                afold = []
+                                for rr_j in cutlass.range_constexpr(4):
+                                    fr = rr_j % 2
+                                    j0 = 2 * c4 + 8 * (rr_j // 2)
+                                    lrow = rows[fr]
+                                    afold.append(
+                                        pack2(
+                                            Float32(uws[j0 * BV + lrow]) * wv[j0],
+                                            Float32(uws[(j0 + 1) * BV + lrow]) * wv[j0 + 1],
+                                            self.ring,
+                                        )
                                     )
+                                newc = [[[None] * 4 for _ in range(4)] for _ in range(2)]
+                                for t16 in cutlass.range_constexpr(16):
+                                    fi, fw = t16 // 4, t16 % 4
+                                    bff = [kb[(t16 * 2) * 32 + lane], kb[(t16 * 2 + 1) * 32 + lane]]
+                                    l0, h0 = unpack2(sa[0][fi][fw], self.st)
+                                    l1, h1 = unpack2(sa[1][fi][fw], self.st)
+                                    cin = [l0 * eg_star, h0 * eg_star, l1 * eg_star, h1 * eg_star]
+                                    df = mma16816(self.ring, afold, bff, cin)
+                                    for fr in cutlass.range_constexpr(2):
+                                        if cutlass.const_expr(self.sr):
+                                            key = (
+                                                Uint32(seed)
+                                                ^ hash_u32(
+                                                    Uint32(slot) * Uint32(0x9E3779B1)
+                                                    ^ Uint32(
+                                                        (hv * V_DIM_C + v0 + rows[fr]) * K_DIM
+                                                        + c4 * 8
+                                                        + 32 * fi
+                                                        + 2 * fw
+                                                    )
+                                                    ^ (Uint32(base) << 27)
+                                                )
+                                                ^ cute.arch.inline_ptx(
+                                                    "mov.b32 {$w0}, {$r0};",
+                                                    write_only_types=[Uint32],
+                                                    read_only_args=[df[2 * fr]],
+                                                )
+                                            )
+                                            newc[fr][fi][fw] = sr_pack2(
+                                                df[2 * fr], df[2 * fr + 1], self.st, key
+                                            )
+                                        else:
+                                            newc[fr][fi][fw] = pack2(
+                                                df[2 * fr], df[2 * fr + 1], self.st
+                                            )
+                                    if cutlass.const_expr(fw == 3):
+                                        # chunk fi of both rows is complete: store it now, so that
+                                        # only 8 result words (not 32) are live next to the state
+                                        # fragments
+                                        for fr in cutlass.range_constexpr(2):
+                                            frp = st_head + Int64((v0 + rows[fr]) * K_DIM + c4 * 8)
+                                            stg_v4(
+                                                cute.recast_ptr(frp + Int64(32 * fi), dtype=Int32),
+                                                newc[fr][fi],
+                                            )
 
-            cute.arch.sync_threads()
+                    cute.arch.sync_threads()
 
-            # ---- phase 5: per value row: history, residual, solve, outputs, u appends ----------
-            if tid < BV and cutlass.const_expr("epi" not in self.skip):
-                lv = tid
-                # history term: four independent partial sums keep the FMA chains short
-                parts = [[Float32(0.0)] * NX for _ in range(4)]
-                for j in cutlass.range_constexpr(16):
-                    uj = Float32(uws[j * BV + lv])
-                    for n in cutlass.range_constexpr(NX):
-                        parts[j % 4][n] = parts[j % 4][n] + uj * sw[j * NX + n]
-                hx = []
-                for n in cutlass.range_constexpr(NX):
-                    hist_n = (parts[0][n] + parts[1][n]) + (parts[2][n] + parts[3][n])
-                    hx.append(eg_star * ds[lv * DSP + n] + hist_n)
-                us = []
-                o_row = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0 + lv))
-                u_row = uc_head + Int64(lv)
-                for s_ in cutlass.range_constexpr(T):
-                    egs = cute.math.exp(gam[s_], fastmath=True)
-                    rs = vs[s_ * BV + lv] - egs * hx[s_]
-                    us_ = beta[s_] * rs
-                    for r_ in cutlass.range_constexpr(s_):
-                        us_ = us_ - amat[s_ * T + r_] * us[r_]
-                    us.append(us_)
-                    os_ = egs * hx[T + s_]
-                    for r_ in cutlass.range_constexpr(s_ + 1):
-                        os_ = os_ + cmat[s_ * T + r_] * us[r_]
-                    st16(o_row + Int64(s_) * o_st, os_, self.io)
-                    st16(u_row + Int64(((base + P + s_) & RING_MASK) * V_DIM_C), us_, self.ring)
+                    if cutlass.const_expr(self.persist):
+                        sa_nxt = prefetch_state_tiles(
+                            pool,
+                            pool_s0,
+                            nslot,
+                            hv,
+                            v0,
+                            warp,
+                            self.NTILE,
+                            g4,
+                            c4,
+                            skip_state,
+                            n_early,
+                        )
+
+                    # ---- phase 5: per value row: history, residual, solve, outputs, u appends ---
+                    if tid < BV and cutlass.const_expr("epi" not in self.skip):
+                        lv = tid
+                        # history term: four independent partial sums keep the FMA chains short
+                        parts = [[Float32(0.0)] * NX for _ in range(4)]
+                        for j in cutlass.range_constexpr(16):
+                            uj = Float32(uws[j * BV + lv])
+                            for n in cutlass.range_constexpr(NX):
+                                parts[j % 4][n] = parts[j % 4][n] + uj * sw[j * NX + n]
+                        hx = []
+                        for n in cutlass.range_constexpr(NX):
+                            hist_n = (parts[0][n] + parts[1][n]) + (parts[2][n] + parts[3][n])
+                            hx.append(eg_star * ds[lv * DSP + n] + hist_n)
+                        us = []
+                        o_row = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0 + lv))
+                        u_row = uc_head + Int64(lv)
+                        for s_ in cutlass.range_constexpr(T):
+                            egs = cute.math.exp(gam[s_], fastmath=True)
+                            rs = vs[s_ * BV + lv] - egs * hx[s_]
+                            us_ = beta[s_] * rs
+                            for r_ in cutlass.range_constexpr(s_):
+                                us_ = us_ - amat[s_ * T + r_] * us[r_]
+                            us.append(us_)
+                            os_ = egs * hx[T + s_]
+                            for r_ in cutlass.range_constexpr(s_ + 1):
+                                os_ = os_ + cmat[s_ * T + r_] * us[r_]
+                            st16(o_row + Int64(s_) * o_st, os_, self.io)
+                            st16(
+                                u_row + Int64(((base + P + s_) & RING_MASK) * V_DIM_C),
+                                us_,
+                                self.ring,
+                            )
+                else:
+                    if cutlass.const_expr(self.persist):
+                        sa_nxt = prefetch_state_tiles(
+                            pool,
+                            pool_s0,
+                            nslot,
+                            hv,
+                            v0,
+                            warp,
+                            self.NTILE,
+                            g4,
+                            c4,
+                            skip_state,
+                            n_early,
+                        )
+                if cutlass.const_expr(self.persist):
+                    cute.arch.sync_threads()  # shared memory is reused by the next row
+                    slot, P, base = nslot, nP, nbase
+                    sa_cur = sa_nxt
 
     return GdnDecodeUCacheFlushKernel
 
@@ -1003,6 +1117,7 @@ def compile_variant(
     pdl_trigger: bool = False,
     arch: str | None = None,
     mbp: int | None = None,
+    persist: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -1038,6 +1153,7 @@ def compile_variant(
         mbp,
         bsmem,
         late,
+        bool(persist),
         skip,
         arch,
     )
@@ -1058,6 +1174,7 @@ def compile_variant(
         mbp=mbp,
         bsmem=bsmem,
         late=late,
+        persist=bool(persist),
         skip=skip,
     )
 
@@ -1087,6 +1204,7 @@ def compile_variant(
         fake(Int32, 4),
         fake(io, 2),
         *([Int64(0)] * 16),
+        Int32(1),
         Int32(1),
         Int32(1),
         Float32(1.0),
@@ -1127,6 +1245,25 @@ def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
         if batch * hv * (V_DIM_C // bv) >= 2 * sms:
             return bv
     return 16
+
+
+def _persistent_programs(batch: int, hv: int, bv: int, device: torch.device) -> int:
+    """Programs along the batch for persistent CTAs (GDN_UCACHE_PERSIST = CTAs per SM; 0 = off).
+
+    Each program walks ceil(B / nprog) rows; nprog is chosen so that the rows split evenly and
+    all CTAs are resident at once. Returns B (one row per CTA) when off or when B is small.
+    """
+    per_sm = int(os.environ.get("GDN_UCACHE_PERSIST", "0") or 0)
+    if per_sm <= 0:
+        return batch
+    forced = int(os.environ.get("GDN_UCACHE_NPROG", "0") or 0)  # tests: rows per CTA > 1
+    if forced > 0:
+        return min(forced, batch)
+    slots = per_sm * _num_sms(device) // (hv * (V_DIM_C // bv))
+    if slots < 1 or batch <= slots:
+        return batch
+    rows_each = -(-batch // slots)
+    return -(-batch // rows_each)
 
 
 def _as_f32(param: torch.Tensor, name: str, hv: int) -> torch.Tensor:
@@ -1457,7 +1594,23 @@ def _launch(
     # B*HV >= 4 SMs (kernels/NOTES.md); below that it also turns B=8/HV=64 (512 CTAs) into one wave
     # instead of two (predicted, not yet measured).
     mbp = 4 if bv == 128 and T <= 4 else 0
-    fn = compile_variant(T, H, HV, bv, IO_TORCH, ST_TORCH, RING_TORCH, STATE_SR, pdl, mbp=mbp)
+    batch = q.shape[0]
+    nprog = _persistent_programs(batch, HV, bv, dev)
+    if nprog < batch:
+        mbp = int(os.environ.get("GDN_UCACHE_PERSIST", "0"))
+    fn = compile_variant(
+        T,
+        H,
+        HV,
+        bv,
+        IO_TORCH,
+        ST_TORCH,
+        RING_TORCH,
+        STATE_SR,
+        pdl,
+        mbp=mbp,
+        persist=nprog < batch,
+    )
     gm = cute.AddressSpace.gmem
     io = cutlass.BFloat16 if IO_TORCH == torch.bfloat16 else cutlass.Float16
     st = cutlass.BFloat16 if ST_TORCH == torch.bfloat16 else cutlass.Float16
@@ -1501,7 +1654,8 @@ def _launch(
         Int64(kc.stride(0)),
         Int64(uc.stride(0)),
         Int64(gc.stride(0)),
-        Int32(q.shape[0]),
+        Int32(batch),
+        Int32(nprog),
         Int32(flush_min),
         Float32(scale),
         Int32(_SEED[0]),

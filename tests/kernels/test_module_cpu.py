@@ -173,6 +173,15 @@ _VARIANTS_90 = (
     + [[4, 16, 32, bv, "bf16", "fp16", "fp16", 0] for bv in (16, 32, 128)]
     + [[4, 16, 64, 128, "bf16", "bf16", "bf16", 0], [4, 16, 48, 128, "fp16", "fp16", "fp16", 0]]
     + [[8, 16, 32, 128, "bf16", "bf16", "bf16", 1], [4, 16, 32, 128, "bf16", "fp16", "fp16", 1]]
+    # late state loads and persistent CTAs (GDN_UCACHE_LATE / GDN_UCACHE_PERSIST)
+    + [
+        [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 1, 0],
+        [4, 16, 64, 128, "bf16", "fp16", "fp16", 0, 1, 1],
+    ]
+    + [
+        [8, 16, 32, 64, "bf16", "bf16", "bf16", 0, 0, 1],
+        [3, 16, 48, 32, "fp16", "fp16", "fp16", 1, 1, 1],
+    ]
 )
 
 
@@ -216,5 +225,12 @@ def test_compile_sm90a_variants(tmp_path: Path) -> None:
 
 
 def test_compile_sm100a(tmp_path: Path) -> None:
-    timings, ptx = _compile("sm_100a", [[4, 16, 32, 64, "bf16", "fp16", "fp16", 0]], tmp_path)
+    timings, ptx = _compile(
+        "sm_100a",
+        [
+            [4, 16, 32, 64, "bf16", "fp16", "fp16", 0],
+            [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 1, 1],
+        ],
+        tmp_path,
+    )
     _portable(ptx)

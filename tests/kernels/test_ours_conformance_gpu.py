@@ -122,6 +122,20 @@ def test_forced_bv_launch_bounds(arm: str, bv: str, mbp: str, late: str, monkeyp
     _run(arm, num_requests=6, pad_rows=1, num_k_heads=2, num_v_heads=4, num_tokens=4, steps=30)
 
 
+@pytest.mark.parametrize(
+    ("arm", "bv", "late", "nprog"),
+    [("serving", "128", "1", "2"), ("bf16", "64", "0", "3"), ("serving", "32", "1", "1")],
+)
+def test_persistent_rows(arm: str, bv: str, late: str, nprog: str, monkeypatch) -> None:
+    # Persistent CTAs walk several rows each (pad rows among them) and prefetch the next row's
+    # cursors and state while working on the current one.
+    monkeypatch.setenv("GDN_UCACHE_BV", bv)
+    monkeypatch.setenv("GDN_UCACHE_LATE", late)
+    monkeypatch.setenv("GDN_UCACHE_PERSIST", "4")
+    monkeypatch.setenv("GDN_UCACHE_NPROG", nprog)
+    _run(arm, num_requests=7, pad_rows=2, num_k_heads=2, num_v_heads=4, num_tokens=4, steps=30)
+
+
 def test_forced_bv128_t8(monkeypatch) -> None:
     monkeypatch.setenv("GDN_UCACHE_BV", "128")
     monkeypatch.setenv("GDN_UCACHE_LATE", "1")
