@@ -53,12 +53,21 @@ from bench.bench_ucache import (  # noqa: E402
     time_graph,
 )
 
+Config = dict[str, int | None]  # fields of the op's GdnReplaySSMLaunchConfig
 ARMS = ("triton_fp32ckpt", "triton_fp16ckpt", "flashinfer", "ours")
 OP_FILE = "vllm/model_executor/layers/mamba/ops/gdn_replayssm_spec_decode.py"
 # Regimes of the launch table, by rows x value heads (programs of one whole head each).
 REGIMES = (("small", 256), ("mid", 4096), ("large", 1 << 62))
-# The kernel has no pipelined loop: num_stages is left at 1 (a sweep may still pass others).
-DEFAULT_CONFIGS = ("32,4,1", "64,4,1", "128,4,1", "128,8,1")
+# BLOCK_V,BLOCK_K,WARPS,STAGES[,MAXNREG]: whole heads vs split value rows, with and without a
+# register cap (the kernel wants ~130-180 registers; a cap of 128 trades spills for occupancy).
+DEFAULT_CONFIGS = (
+    "32,32,4,2",
+    "32,32,4,2,128",
+    "64,32,4,2",
+    "64,32,4,2,128",
+    "128,32,8,2",
+    "128,64,8,3",
+)
 
 
 def floor_us(B: int, H: int, HV: int, T: int, n_flush: int, state_bytes: int) -> float:
@@ -73,15 +82,22 @@ def regime(B: int, HV: int) -> str:
     return next(name for name, most in REGIMES if pairs <= most)
 
 
-def parse_config(text: str) -> dict[str, int]:
-    block_v, num_warps, num_stages = (int(x) for x in text.split(","))
-    return dict(block_v=block_v, num_warps=num_warps, num_stages=num_stages)
+def parse_config(text: str) -> Config:
+    """BLOCK_V,BLOCK_K,WARPS,STAGES[,MAXNREG] -> the op's GdnReplaySSMLaunchConfig fields."""
+    fields = [int(x) for x in text.split(",")]
+    if len(fields) not in (4, 5):
+        raise SystemExit(f"--configs expects BLOCK_V,BLOCK_K,WARPS,STAGES[,MAXNREG], got {text}")
+    names = ("block_v", "block_k", "num_warps", "num_stages", "max_registers")
+    config: Config = dict(zip(names, fields, strict=False))
+    config.setdefault("max_registers", None)
+    return config
 
 
-def config_name(config: dict[str, int] | None) -> str:
+def config_name(config: Config | None) -> str:
     if not config:
         return "default"
-    return f"bv{config['block_v']}w{config['num_warps']}s{config['num_stages']}"
+    name = "v{block_v}k{block_k}w{num_warps}s{num_stages}".format(**config)
+    return name + (f"r{config['max_registers']}" if config.get("max_registers") else "")
 
 
 def load_v1_ops(root: Path) -> Any:
@@ -101,7 +117,7 @@ class TritonArm:
         self.handle = handle  # Point() reads the dtype arm from it
         self.module = handle.module
         self.ops = ops
-        self.config: dict[str, int] = {}
+        self.config: Config = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         saved_ops, saved_cfg = self.module.ops, dict(self.module.LAUNCH_OVERRIDES)
@@ -117,6 +133,66 @@ class TritonArm:
             self.module.LAUNCH_OVERRIDES.update(saved_cfg)
 
 
+_WARM: dict[str, Any] = {}
+
+
+def _warm_init(v1_root: str | None) -> None:
+    """Worker start: load the Triton adapter (and the session-1 op) once per process."""
+    handle = load_backends("serving", ["triton_vllm"])["triton_vllm"]
+    _WARM["triton"] = TritonArm(handle)
+    if v1_root:
+        _WARM["v1"] = TritonArm(handle, ops=load_v1_ops(Path(v1_root)))
+
+
+def _warm_task(task: tuple[int, int, int, str, str]) -> float:
+    """Compile one (HV, checkpoint dtype, config) pair by calling it once: both launches."""
+    H, T, hv, ckpt, config = task
+    arm = _WARM["v1"] if config == "v1" else _WARM["triton"]
+    arm.config = parse_config(config) if config not in ("v1", "default") else {}
+    t0 = time.time()
+    point = Point(arm.handle, 2, H, hv, T, 0.5, seed=0)
+    fp16_pool = point.args["initial_state_source"]
+    point.args["initial_state_source"] = fp16_pool.to(getattr(torch, ckpt))
+    point.call(arm)
+    torch.cuda.synchronize()
+    return time.time() - t0
+
+
+def warm_compile(args: argparse.Namespace) -> None:
+    """Fill Triton's on-disk cache for every variant the run can launch, in parallel processes
+    (one compile takes ~1.5 s on one core; the main process then only loads cubins)."""
+    import concurrent.futures
+    import multiprocessing
+
+    configs = ["default", *args.configs] + (["v1"] if args.v1_root else [])
+    tasks = [
+        (args.H, args.T, hv, ckpt, config)
+        for hv in dict.fromkeys([*args.sweep_hv, *args.hv])
+        for ckpt in ("float32", "float16")
+        for config in configs
+        if config != "v1" or hv in args.sweep_hv
+    ]
+    t0 = time.time()
+    ctx = multiprocessing.get_context("spawn")
+    v1_root = str(args.v1_root) if args.v1_root else None
+    failed = 0
+    pool = concurrent.futures.ProcessPoolExecutor(
+        args.warm_workers, mp_context=ctx, initializer=_warm_init, initargs=(v1_root,)
+    )
+    try:
+        futures = {pool.submit(_warm_task, task): task for task in tasks}
+        for future in concurrent.futures.as_completed(futures, timeout=args.warm_timeout_s):
+            try:
+                future.result()
+            except Exception as exc:
+                failed += 1
+                print(f"#   warm {futures[future]}: {type(exc).__name__}: {str(exc)[:200]}")
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    wall = time.time() - t0
+    print(f"# warm compile: {len(tasks)} (HV, ckpt, config) tasks, {failed} failed, {wall:.1f} s")
+
+
 def time_arm(fn: Any, point: Point, state_dtype: torch.dtype, scrub: Any, reps: int) -> float:
     fp16_pool = point.args["initial_state_source"]
     point.args["initial_state_source"] = fp16_pool.to(state_dtype)
@@ -128,9 +204,9 @@ def time_arm(fn: Any, point: Point, state_dtype: torch.dtype, scrub: Any, reps: 
 
 def sweep(
     args: argparse.Namespace, triton: TritonArm, v1: TritonArm | None, scrub: Any
-) -> tuple[dict[str, dict[str, int]], list[dict[str, Any]]]:
+) -> tuple[dict[str, Config], list[dict[str, Any]]]:
     """Time every config at the sweep points; return the best config per regime + the rows."""
-    candidates: list[tuple[str, dict[str, int] | None, TritonArm]] = [("default", None, triton)]
+    candidates: list[tuple[str, Config | None, TritonArm]] = [("default", None, triton)]
     candidates += [(config_name(parse_config(c)), parse_config(c), triton) for c in args.configs]
     if v1 is not None:
         candidates.append(("v1", None, v1))
@@ -161,7 +237,7 @@ def sweep(
                     )
                     print(f"{hv:3d} {B:4d} {frac:4d} {ckpt} {cells}", flush=True)
                 del point
-    chosen: dict[str, dict[str, int]] = {}
+    chosen: dict[str, Config] = {}
     configs = {config_name(parse_config(c)): parse_config(c) for c in args.configs}
     for name, _ in REGIMES:
         mine = [r for r in rows if r["regime"] == name]
@@ -182,7 +258,7 @@ def grid(
     args: argparse.Namespace,
     handles: dict[str, Any],
     triton: TritonArm,
-    chosen: dict[str, dict[str, int]],
+    chosen: dict[str, Config],
     scrub: Any,
     t_start: float,
 ) -> list[dict[str, Any]]:
@@ -282,7 +358,8 @@ def write_sweep(args: argparse.Namespace, rows: list[dict[str, Any]], chosen: An
         "",
         f"Command: `{m['command']}` ({m['device']}, triton {m['triton']}).",
         "",
-        "Config bvXwYsZ = block_v X, num_warps Y, num_stages Z; default = the op's table;"
+        "Config vAkBwCsD[rE] = block_v A, block_k B, num_warps C, num_stages D, maxnreg E;"
+        " default = the op's table;"
         " v1 = the session-1 kernel. Chosen per regime (rows x HV <= 256 / 4096 / more): "
         + ", ".join(f"{k}: {config_name(v)}" for k, v in chosen.items()),
         "",
@@ -400,9 +477,16 @@ def main() -> int:
     ap.add_argument("--sweep-batch", nargs="+", type=int, default=[1, 32, 256])
     ap.add_argument("--sweep-flush", nargs="+", type=int, default=[0, 100])
     ap.add_argument("--sweep-reps", type=int, default=10)
-    ap.add_argument("--configs", nargs="*", default=list(DEFAULT_CONFIGS), help="BV,WARPS,STAGES")
+    ap.add_argument(
+        "--configs",
+        nargs="*",
+        default=list(DEFAULT_CONFIGS),
+        help="BLOCK_V,BLOCK_K,WARPS,STAGES[,MAXNREG]",
+    )
     ap.add_argument("--no-sweep", action="store_true", help="grid with the op's default table")
     ap.add_argument("--v1-root", type=Path, default=None, help="tree with the session-1 op file")
+    ap.add_argument("--warm-workers", type=int, default=12, help="0: compile lazily")
+    ap.add_argument("--warm-timeout-s", type=float, default=70.0)
     ap.add_argument("--deadline-s", type=float, default=1e9, help="skip grid points after this")
     ap.add_argument("--out", type=Path, default=None, help="folder for the result files")
     args = ap.parse_args()
@@ -418,9 +502,14 @@ def main() -> int:
     v1 = None
     if args.v1_root is not None and (args.v1_root / OP_FILE).is_file():
         v1 = TritonArm(handles["triton_vllm"], ops=load_v1_ops(args.v1_root))
-    scrub = torch.ones((256 << 20) // 4, device="cuda")
     t_start = time.time()
-    chosen: dict[str, dict[str, int]] = {}
+    if args.warm_workers > 0:
+        try:
+            warm_compile(args)
+        except Exception as exc:  # e.g. the timeout: whatever is cached stays cached
+            print(f"# warm compile stopped: {type(exc).__name__}: {exc}", flush=True)
+    scrub = torch.ones((256 << 20) // 4, device="cuda")
+    chosen: dict[str, Config] = {}
     if not args.no_sweep:
         chosen, rows = sweep(args, triton, v1, scrub)
         print(f"# sweep wall {time.time() - t_start:.1f} s", flush=True)

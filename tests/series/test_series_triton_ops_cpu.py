@@ -188,18 +188,22 @@ def signature(fn, dtypes):
 
 
 target = GPUTarget("cuda", arch, 32)
-ARMS = (("bf16", "fp32", "fp16", None), ("bf16", "fp16", "fp16", None),
-        ("bf16", "bf16", "bf16", None), ("fp32", "fp32", "fp32", "tf32x3"))
+ARMS = (("bf16", "fp32", "fp16", "tf32"), ("bf16", "fp16", "fp16", "tf32"),
+        ("bf16", "bf16", "bf16", "tf32"), ("fp32", "fp32", "fp32", "tf32x3"))
+# (block_v, block_k, num_warps): the op's default table rows and the extremes a sweep tries.
+CONFIGS = ((32, 32, 4), (64, 32, 4), (128, 32, 8), (128, 64, 8))
 for io, state, ring, precision in ARMS:
     dtypes = {name: f"*{io}" for name in ("q", "k", "v", "a", "b", "o")}
     dtypes.update(A_log="*fp32", dt_bias="*fp32", g_ring="*fp32", ssm_state=f"*{state}",
                   k_ring=f"*{ring}", u_ring=f"*{ring}")
     for is_flush in (False, True):
-        constants = dict(softplus_threshold=20.0, H=16, HV=64, K=128, V=128, BV=32, WINDOW=16,
-                         RING_SLOTS=32, T_MAX=4, IS_FLUSH=is_flush, DOT_PRECISION=precision)
+      for block_v, block_k, num_warps in (CONFIGS if state == "fp16" else CONFIGS[:1]):
+        constants = dict(softplus_threshold=20.0, H=16, HV=64, K=128, V=128, BV=block_v,
+                         BK=block_k, WINDOW=16, RING_SLOTS=32, T_PAD=16, NUM_SQUARINGS=1,
+                         IS_FLUSH=is_flush, DOT_PRECISION=precision)
         fn = ops._gdn_replayssm_spec_kernel
         src = ASTSource(fn=fn, signature=signature(fn, dtypes), constexprs=constants)
-        triton.compile(src, target=target, options=dict(num_warps=4, num_stages=2))
+        triton.compile(src, target=target, options=dict(num_warps=num_warps, num_stages=2))
 for reset in (True, False):
     fn = ops._gdn_replayssm_cursor_kernel
     src = ASTSource(fn=fn, signature=signature(fn, {}),

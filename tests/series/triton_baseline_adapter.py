@@ -53,9 +53,9 @@ def _load_ops() -> ModuleType:
 
 ops = _load_ops()
 
-# Launch-config keyword arguments of `gdn_replayssm_spec_decode` (block_v, num_warps,
-# num_stages) forwarded on every call; the benchmark's sweep sets them, empty = the op's table.
-LAUNCH_OVERRIDES: dict[str, int] = {}
+# Fields of the op's GdnReplaySSMLaunchConfig (block_v, block_k, num_warps, num_stages,
+# max_registers) for every call; the benchmark's sweep sets them, empty = the op's own table.
+LAUNCH_OVERRIDES: dict[str, int | None] = {}
 
 
 def gated_delta_rule_mtp_ucache_flush(
@@ -131,6 +131,11 @@ def gated_delta_rule_mtp_ucache_flush(
         out = output
     else:
         out = torch.empty(batch, num_tokens, num_v_heads, head_v, dtype=v.dtype, device=device)
+    launch = (
+        {"launch_config": ops.GdnReplaySSMLaunchConfig(**LAUNCH_OVERRIDES)}
+        if LAUNCH_OVERRIDES
+        else {}
+    )
     ops.gdn_replayssm_spec_decode(
         q.reshape(batch * num_tokens, num_heads, head_k),
         k.reshape(batch * num_tokens, num_heads, head_k),
@@ -153,7 +158,7 @@ def gated_delta_rule_mtp_ucache_flush(
         out=out.view(batch * num_tokens, num_v_heads, head_v),
         pad_slot_id=-1,
         softplus_threshold=softplus_threshold,
-        **LAUNCH_OVERRIDES,
+        **launch,
     )
     if restart_hist_on_flush:
         # The fused kernels' standalone commit: flushed rows restart after their window.
