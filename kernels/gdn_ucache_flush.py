@@ -1118,6 +1118,7 @@ def compile_variant(
     arch: str | None = None,
     mbp: int | None = None,
     persist: bool = False,
+    late: int = 0,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -1136,7 +1137,8 @@ def compile_variant(
         mbp = int(os.environ["GDN_UCACHE_MBP"])
     mbp = int(mbp or 0)  # launch bounds (min CTAs per SM); > 0 needs the GPU at compile time
     bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
-    late = int(os.environ.get("GDN_UCACHE_LATE", "0") or 0)
+    if os.environ.get("GDN_UCACHE_LATE"):
+        late = int(os.environ["GDN_UCACHE_LATE"])
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     key = (
         "ucache-gdnu-v1",
@@ -1245,6 +1247,28 @@ def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
         if batch * hv * (V_DIM_C // bv) >= 2 * sms:
             return bv
     return 16
+
+
+def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str, int]:
+    """Launch shape for one call: BV (rows per CTA), launch bounds, late state tiles, programs.
+
+    Defaults per (B, HV, T) from the H200 measurements in kernels/NOTES.md; every value can be
+    forced for experiments: GDN_UCACHE_BV, GDN_UCACHE_MBP, GDN_UCACHE_LATE, GDN_UCACHE_PERSIST
+    (CTAs per SM of a persistent grid; 0 = one row per CTA), GDN_UCACHE_NPROG.
+    """
+    bv = _pick_bv(batch, hv, device)
+    # BV=128 grids are limited by how many CTAs (and so state bytes in flight) fit on an SM:
+    # launch bounds of 4 CTAs/SM (v3.1 rule).
+    mbp = 4 if bv == 128 and T <= 4 else 0
+    late = 0
+    nprog = _persistent_programs(batch, hv, bv, device)
+    if nprog < batch:
+        mbp = int(os.environ.get("GDN_UCACHE_PERSIST", "0"))
+    if os.environ.get("GDN_UCACHE_MBP"):
+        mbp = int(os.environ["GDN_UCACHE_MBP"])
+    if os.environ.get("GDN_UCACHE_LATE"):
+        late = int(os.environ["GDN_UCACHE_LATE"])
+    return {"bv": bv, "mbp": mbp, "late": late, "nprog": nprog}
 
 
 def _persistent_programs(batch: int, hv: int, bv: int, device: torch.device) -> int:
@@ -1588,16 +1612,9 @@ def _launch(
 
     dev = q.device
     os.environ.setdefault("CUTE_DSL_ARCH", _arch_string(dev))
-    bv = _pick_bv(q.shape[0], HV, dev)
-    # BV=128 grids are limited by how many CTAs (and so state bytes in flight) fit on an SM:
-    # cap registers for 4 CTAs/SM (130 -> 128 registers at T <= 4: no spills). Measured at
-    # B*HV >= 4 SMs (kernels/NOTES.md); below that it also turns B=8/HV=64 (512 CTAs) into one wave
-    # instead of two (predicted, not yet measured).
-    mbp = 4 if bv == 128 and T <= 4 else 0
     batch = q.shape[0]
-    nprog = _persistent_programs(batch, HV, bv, dev)
-    if nprog < batch:
-        mbp = int(os.environ.get("GDN_UCACHE_PERSIST", "0"))
+    cfg = launch_config(batch, HV, T, dev)
+    bv, nprog = cfg["bv"], cfg["nprog"]
     fn = compile_variant(
         T,
         H,
@@ -1608,8 +1625,9 @@ def _launch(
         RING_TORCH,
         STATE_SR,
         pdl,
-        mbp=mbp,
+        mbp=cfg["mbp"],
         persist=nprog < batch,
+        late=cfg["late"],
     )
     gm = cute.AddressSpace.gmem
     io = cutlass.BFloat16 if IO_TORCH == torch.bfloat16 else cutlass.Float16
