@@ -240,17 +240,18 @@ def sweep(
     chosen: dict[str, Config] = {}
     configs = {config_name(parse_config(c)): parse_config(c) for c in args.configs}
     for name, _ in REGIMES:
-        mine = [r for r in rows if r["regime"] == name]
-        # Geometric mean of time / best-at-that-point over the regime's points and both ckpts.
-        scores: dict[str, float] = {}
-        for cfg in configs:
-            ratios = [r["us"][cfg] / min(r["us"].values()) for r in mine if cfg in r["us"]]
-            if mine and len(ratios) == len(mine):
-                scores[cfg] = math.exp(sum(map(math.log, ratios)) / len(ratios))
-        if scores:
-            best = min(scores, key=scores.get)
-            chosen[name] = configs[best]
-            print(f"# regime {name}: {best} (geomean {scores[best]:.3f}x of per-point best)")
+        for ckpt in ("fp32", "fp16"):
+            mine = [r for r in rows if r["regime"] == name and r["ckpt"] == ckpt]
+            # Geometric mean of time / best-at-that-point over the regime's points.
+            scores: dict[str, float] = {}
+            for cfg in configs:
+                ratios = [r["us"][cfg] / min(r["us"].values()) for r in mine if cfg in r["us"]]
+                if mine and len(ratios) == len(mine):
+                    scores[cfg] = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            if scores:
+                best = min(scores, key=scores.get)
+                chosen[f"{name}/{ckpt}"] = configs[best]
+                print(f"# {name}/{ckpt}: {best} (geomean {scores[best]:.3f}x of per-point best)")
     return chosen, rows
 
 
@@ -278,10 +279,8 @@ def grid(
                 point = Point(triton.handle, B, args.H, hv, args.T, frac / 100, seed=B + hv + frac)
                 floor16 = floor_us(B, args.H, hv, args.T, point.n_flush, 2)
                 floor32 = floor_us(B, args.H, hv, args.T, point.n_flush, 4)
-                triton.config = dict(chosen.get(regime(B, hv), {}))
                 row: dict[str, Any] = dict(
                     HV=hv, H=args.H, T=args.T, B=B, flush_pct=frac, n_flush=point.n_flush,
-                    triton_config=config_name(triton.config),
                     floor_us={"fp16ckpt": floor16, "fp32ckpt": floor32}, us={}, x={}, errors={},
                 )  # fmt: skip
                 runs = {
@@ -290,9 +289,14 @@ def grid(
                     "flashinfer": (handles.get("flashinfer"), torch.float16, floor16),
                     "ours": (handles.get("ours"), torch.float16, floor16),
                 }
+                configs = {}
                 for arm, (fn, dtype, floor) in runs.items():
                     if fn is None:
                         continue
+                    if fn is triton:
+                        ckpt = "fp32" if dtype == torch.float32 else "fp16"
+                        triton.config = dict(chosen.get(f"{regime(B, hv)}/{ckpt}", {}))
+                        configs[ckpt] = config_name(triton.config)
                     fn = getattr(fn, "fn", fn)
                     try:
                         us = time_arm(fn, point, dtype, scrub, args.reps)
@@ -301,6 +305,7 @@ def grid(
                     except Exception as exc:
                         row["errors"][arm] = f"{type(exc).__name__}: {str(exc)[:300]}"
                 triton.config = {}
+                row["triton_config"] = configs
                 del point
                 results.append(row)
                 line = f"{hv:3d} {B:4d} {frac:4d} {floor32:7.1f} {floor16:7.1f}"
@@ -360,8 +365,8 @@ def write_sweep(args: argparse.Namespace, rows: list[dict[str, Any]], chosen: An
         "",
         "Config vAkBwCsD[rE] = block_v A, block_k B, num_warps C, num_stages D, maxnreg E;"
         " default = the op's table;"
-        " v1 = the session-1 kernel. Chosen per regime (rows x HV <= 256 / 4096 / more): "
-        + ", ".join(f"{k}: {config_name(v)}" for k, v in chosen.items()),
+        " v1 = the session-1 kernel. Chosen per regime (rows x HV <= 256 / 4096 / more) and"
+        " checkpoint dtype: " + ", ".join(f"{k}: {config_name(v)}" for k, v in chosen.items()),
         "",
         "| HV | B | flush % | ckpt | " + " | ".join(names) + " |",
         "|---" * (4 + len(names)) + "|",
@@ -398,7 +403,7 @@ def write_grid(
         "launch config per point from the sweep (column cfg). Verify rows at P=8, flush at P=15.",
         "",
         "| HV | B | flush % | floor32 | floor16 | triton fp32 | x | triton fp16 | x | flashinfer"
-        " | x | ours | x | tri32/fi | tri16/fi | tri16/ours | cfg |",
+        " | x | ours | x | tri32/fi | tri16/fi | tri16/ours | cfg fp32 / fp16 |",
         "|---" * 17 + "|",
     ]
     for r in results:
@@ -408,7 +413,7 @@ def write_grid(
             us = r["us"].get(arm)
             cells += [f"{us:.1f}" if us else "-", f"{r['x'][arm]:.2f}" if us else "-"]
         cells += [f"{ratio(r, a, b):.2f}" for a, b in RATIOS]
-        cells.append(r["triton_config"])
+        cells.append(" / ".join(r["triton_config"].get(c, "-") for c in ("fp32", "fp16")))
         md.append("| " + " | ".join(cells) + " |")
     (args.out / "bench_triton.md").write_text("\n".join(md).replace("nan", "-") + "\n")
     try:
