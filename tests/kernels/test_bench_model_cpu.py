@@ -49,3 +49,36 @@ def test_bv_heuristic(kmod, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GDN_UCACHE_BV", "48")
     with pytest.raises(ValueError, match="GDN_UCACHE_BV"):
         kmod._pick_bv(1, 32, cpu)
+
+
+def test_persistent_programs(kmod, monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu = torch.device("cpu")
+    for var in ("GDN_UCACHE_PERSIST", "GDN_UCACHE_NPROG"):
+        monkeypatch.delenv(var, raising=False)
+    assert kmod._persistent_programs(256, 32, 128, cpu) == 256  # off: one row per CTA
+    monkeypatch.setenv("GDN_UCACHE_PERSIST", "4")
+    # 4 x 132 CTAs / 32 heads = 16 programs; 256 rows split evenly: 16 rows each
+    assert kmod._persistent_programs(256, 32, 128, cpu) == 16
+    # programs walk rows z0, z0 + nprog, ...: they differ by at most one row, and all of them are
+    # resident at once (nprog * HV * 128 / BV <= 4 CTAs x 132 SMs)
+    for batch in (17, 100, 255, 256, 1000):
+        for hv, bv in ((32, 128), (64, 64), (48, 128)):
+            nprog = kmod._persistent_programs(batch, hv, bv, cpu)
+            assert 1 <= nprog <= batch
+            if nprog < batch:
+                assert nprog * hv * (128 // bv) <= 4 * 132
+    assert kmod._persistent_programs(8, 32, 128, cpu) == 8  # small batch: not persistent
+    monkeypatch.setenv("GDN_UCACHE_NPROG", "2")
+    assert kmod._persistent_programs(7, 4, 16, cpu) == 2
+
+
+def test_launch_config_knobs(kmod, monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu = torch.device("cpu")
+    for var in ("GDN_UCACHE_BV", "GDN_UCACHE_MBP", "GDN_UCACHE_LATE", "GDN_UCACHE_PERSIST"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = kmod.launch_config(256, 32, 4, cpu)
+    assert cfg["bv"] == 128 and cfg["nprog"] == 256
+    monkeypatch.setenv("GDN_UCACHE_MBP", "6")
+    monkeypatch.setenv("GDN_UCACHE_LATE", "1")
+    cfg = kmod.launch_config(256, 32, 4, cpu)
+    assert (cfg["mbp"], cfg["late"]) == (6, 1)
