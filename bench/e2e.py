@@ -139,20 +139,33 @@ def _measure(llm, job: dict, cfg: dict, result: dict, write) -> None:
             full = SamplingParams(
                 temperature=0.0, max_tokens=job["max_tokens"], ignore_eos=True, detokenize=False
             )
-            t0 = time.perf_counter()
-            llm.generate(batch_inputs, one, use_tqdm=False)
-            t_prefill = time.perf_counter() - t0
+            # Warm this batch size first: the first steps at a new shape may JIT-compile
+            # (Triton specialises on argument values) - session 2's single-shot B=256 points
+            # spread 4x between backends.
+            llm.generate(batch_inputs, warm, use_tqdm=False)
+            samples = []
             before = _metrics(llm)
-            t0 = time.perf_counter()
-            llm.generate(batch_inputs, full, use_tqdm=False)
-            t_full = time.perf_counter() - t0
-            decode_tokens = batch * (job["max_tokens"] - 1)
+            for _ in range(job.get("repeats", 3)):
+                t0 = time.perf_counter()
+                llm.generate(batch_inputs, one, use_tqdm=False)
+                t_prefill = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                llm.generate(batch_inputs, full, use_tqdm=False)
+                t_full = time.perf_counter() - t0
+                decode_tokens = batch * (job["max_tokens"] - 1)
+                samples.append(
+                    {
+                        "t_full_s": round(t_full, 4),
+                        "t_prefill_s": round(t_prefill, 4),
+                        "decode_tok_s": decode_tokens / max(t_full - t_prefill, 1e-9),
+                    }
+                )
+            median = sorted(samples, key=lambda x: x["decode_tok_s"])[len(samples) // 2]
             points.append(
                 {
                     "batch": batch,
-                    "t_full_s": round(t_full, 4),
-                    "t_prefill_s": round(t_prefill, 4),
-                    "decode_tok_s": decode_tokens / max(t_full - t_prefill, 1e-9),
+                    **median,
+                    "samples": samples,
                     "metrics": _delta(_metrics(llm), before),
                 }
             )

@@ -110,6 +110,7 @@ class Job:
     num_requests: int = 64
     max_tokens: int = 256
     batches: tuple[int, ...] = ()  # speed suite
+    repeats: int = 3  # speed: timed generate() calls per batch (median reported)
     expect_error: str | None = None  # badconfig: regex the init error must match
     timeout_s: int = 420
 

@@ -13,8 +13,14 @@ from pathlib import Path
 # logprob margin at the first differing position is below this: bf16 logits carry ~3 significant
 # digits, and the spec paths reorder GDN sums (fp16/bf16 state) differently from no speculation.
 ROUNDING_MARGIN = 0.05
-# Share of requests allowed to diverge by rounding before a backend fails the comparison.
-MAX_ROUNDING_SHARE = 0.10
+# No bound on the NUMBER of tie divergences: ties are a property of the model, not of a backend.
+# On the tiny bf16 model (H200, session 2) vLLM's own spec path (`native`, fp32 state) left no
+# speculation in 56 of 64 requests over 256 tokens, every first divergence at a reference margin
+# of 0 or 1-2 bf16 steps of the logit (0.0156, 0.0312); the fp16-state backends flip a few more
+# ties, earlier. What tells a bug from rounding is the margin: a state error large enough to
+# matter flips tokens whose margin is clear, and most positions have a clear margin. The control's
+# count and median first-divergence position are printed beside every backend for comparison.
+CONTROL_BACKEND = "native"
 
 
 @dataclass
@@ -49,7 +55,6 @@ def compare_outputs(
     reference: dict,
     candidate: dict,
     margin: float = ROUNDING_MARGIN,
-    max_share: float = MAX_ROUNDING_SHARE,
 ) -> Comparison:
     """candidate vs reference (both: {"tokens": [[...]], "margins": [[...]] | None})."""
     ref_tokens, tokens = reference["tokens"], candidate["tokens"]
@@ -83,17 +88,19 @@ def compare_outputs(
             d for d in divergences if d.reference_margin is not None and d.reference_margin < margin
         ]
         worst = max((d.reference_margin or 0.0) for d in divergences)
-        if len(rounding) == len(divergences) and len(divergences) <= max_share * len(tokens):
+        positions = sorted(d.position for d in divergences)
+        summary = (
+            f"{len(divergences)} request(s) diverge, first divergence median token "
+            f"{positions[len(positions) // 2]}"
+        )
+        if len(rounding) == len(divergences):
             verdict = "bounded"
-            note = (
-                f"{len(divergences)} request(s) diverge where the reference's top-2 margin "
-                f"< {margin} (max {worst:.3f}): rounding ties"
-            )
+            note = f"{summary}, all at reference top-2 margins < {margin} (max {worst:.3f}): ties"
         else:
             verdict = "DIVERGES"
             note = (
-                f"{len(divergences) - len(rounding)} divergence(s) at a clear reference "
-                f"margin (max {worst:.3f}) or too many ({len(divergences)})"
+                f"{summary}; {len(divergences) - len(rounding)} at a clear reference margin "
+                f"(max {worst:.3f})"
             )
     return Comparison(backend, len(tokens), identical, divergences, verdict, note)
 
@@ -124,6 +131,12 @@ def judge_correctness(results: list[dict]) -> list[dict]:
     rows = []
     for (suite, model, mode), by_backend in sorted(groups.items()):
         ref = by_backend.get("nospec")
+        control = by_backend.get(CONTROL_BACKEND)
+        control_note = ""
+        if ref is not None and ref["status"] == "ok" and control and control["status"] == "ok":
+            own = compare_outputs(CONTROL_BACKEND, ref["output"], control["output"])
+            if own.divergences:
+                control_note = f" [native: {own.note.split(', all at')[0]}]"
         for backend, res in sorted(by_backend.items()):
             row = {
                 "suite": suite,
@@ -145,6 +158,11 @@ def judge_correctness(results: list[dict]) -> list[dict]:
                 row |= {"verdict": "no reference", "note": "nospec did not run in this mode"}
             else:
                 comp = compare_outputs(backend, ref["output"], res["output"])
+                if backend == CONTROL_BACKEND:
+                    if comp.verdict == "bounded":
+                        comp.verdict = "control"  # vLLM's own path: its ties are measured
+                elif comp.divergences:
+                    comp.note += control_note
                 row |= {
                     "verdict": comp.verdict,
                     "note": comp.note,
