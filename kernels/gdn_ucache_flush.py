@@ -324,6 +324,71 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         head = pool + (Int64(cutlass.max(slot, Int32(0))) * pool_s0 + Int64(hv * V_DIM_C * K_DIM))
         return [load_state_tile(head, v0, warp, ti, ntile, g4, c4, skip) for ti in range(n)]
 
+    def cp_async16(dst: Any, src: Any, fill: Any, guard: Any = None) -> None:
+        """16-byte cp.async global -> shared; zero-fills the 16 bytes when `fill` is false; issues
+        nothing at all when `guard` is false."""
+        nbytes = cutlass.select_(fill, Int32(16), Int32(0))
+        cute.arch.inline_ptx(
+            "cp.async.cg.shared.global [{$r0}], [{$r1}], 16, {$r2};",
+            read_only_args=[dst.toint(), src.toint(), nbytes],
+            predicate=guard,
+        )
+
+    def cp_async4(dst: Any, src: Any, guard: Any) -> None:
+        cute.arch.inline_ptx(
+            "cp.async.ca.shared.global [{$r0}], [{$r1}], 4;",
+            read_only_args=[dst.toint(), src.toint()],
+            predicate=guard,
+        )
+
+    def issue_windows(
+        kc: Any,
+        uc: Any,
+        gc: Any,
+        kc_s0: Any,
+        uc_s0: Any,
+        gc_s0: Any,
+        slot: Any,
+        P: Any,
+        base: Any,
+        ih: Any,
+        hv: Any,
+        v0: Any,
+        tid: Any,
+        kdst: Any,
+        udst: Any,
+        gdst: Any,
+        BV: int,
+        KPW: int,
+    ) -> None:
+        """cp.async of one row's ring windows into shared memory (no registers while in flight).
+
+        k window: 16 rows x 128 (16-bit) at kdst with KPW-word rows; u window: 16 rows x BV at udst;
+        g: the whole 32-slot row (fp32) at gdst. Rows j >= P are zero-filled; pad rows (slot < 0)
+        read slot 0's addresses with zero-fill only.
+        """
+        live = slot >= Int32(0)
+        s64 = Int64(cutlass.max(slot, Int32(0)))
+        kc_head = kc + (s64 * kc_s0 + Int64(ih * RING_SLOTS * K_DIM))
+        for i in range(2):
+            ci = tid + THREADS * i
+            j = ci // 16
+            col = (ci % 16) * 8
+            src = kc_head + Int64(((base + j) & RING_MASK) * K_DIM + col)
+            cp_async16(kdst + (j * 2 * KPW + col), src, live & (j < P))
+        uc_head = uc + (s64 * uc_s0 + Int64(hv * RING_SLOTS * V_DIM_C) + Int64(v0))
+        for i in range((2 * BV + THREADS - 1) // THREADS):
+            ch = tid + THREADS * i
+            j = ch // (BV // 8)
+            col = (ch % (BV // 8)) * 8
+            src = uc_head + Int64(((base + j) & RING_MASK) * V_DIM_C + col)
+            guard = None if 2 * BV >= THREADS * (i + 1) else ch < 2 * BV
+            cp_async16(udst + (j * BV + col), src, live & (j < P), guard)
+        g_head = gc + (s64 * gc_s0 + Int64(hv * RING_SLOTS))
+        # all 32 g slots (4-byte copies: no alignment assumption on the g pool)
+        cp_async4(gdst + (tid % RING_SLOTS), g_head + Int64(tid % RING_SLOTS), tid < RING_SLOTS)
+        cute.arch.cp_async_commit_group()
+
     def smem_bfrag(xb: Any, lane: Any, xsplit: bool) -> Any:
         """B-fragment reader of the smem-staged [k^; q^] (bsmem layout, state dtype)."""
 
@@ -400,6 +465,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             bsmem: bool = False,
             late: int = 0,
             persist: bool = False,
+            prefetch: bool = False,
             skip: tuple = (),
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
@@ -431,6 +497,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # persistent CTAs: grid z = nprog < B programs, each walking rows z0, z0 + nprog, ...
             # and prefetching the next row's cursors and state tiles during the current row
             self.persist = persist
+            # persistent CTAs also prefetch the next row's ring windows (k, u, g) into a second
+            # shared-memory buffer with cp.async (no registers while in flight)
+            self.pf = prefetch and persist
             self.skip = frozenset(
                 skip
             )  # timing knock-outs (results are wrong): never in production
@@ -587,14 +656,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 smem.allocate_array(Float32, XR * K_DIM, byte_alignment=16),
                 cute.make_layout(XR * K_DIM),
             )
-            kc16 = smem.allocate_array(self.ring_c, 16 * 2 * KPW, byte_alignment=16)
-            kcs = cute.make_tensor(kc16, cute.make_layout(16 * 2 * KPW))  # 16-bit elements
-            kcw = cute.make_tensor(
-                cute.recast_ptr(kc16, dtype=Int32), cute.make_layout(16 * KPW)
-            )  # the same rows as 32-bit words (pairs): the MMA A fragments
-            uw16 = smem.allocate_array(self.ring_c, 16 * BV, byte_alignment=16)
-            uws = cute.make_tensor(uw16, cute.make_layout(16 * BV))  # u window, 16-bit
-            uww = cute.make_tensor(cute.recast_ptr(uw16, dtype=Int32), cute.make_layout(8 * BV))
+            NBUF = 2 if self.pf else 1  # window buffers (the prefetching CTA fills the other one)
+            kc16 = smem.allocate_array(self.ring_c, NBUF * 16 * 2 * KPW, byte_alignment=16)
+            uw16 = smem.allocate_array(self.ring_c, NBUF * 16 * BV, byte_alignment=16)
+            graw = smem.allocate_array(Float32, NBUF * RING_SLOTS, byte_alignment=16)
             wv = cute.make_tensor(
                 smem.allocate_array(Float32, 16, byte_alignment=16), cute.make_layout(16)
             )
@@ -653,6 +718,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 load_state_tile(st_head0, v0, warp, ti, self.NTILE, g4, c4, skip_state)
                 for ti in range(n_early)
             ]
+            if cutlass.const_expr(self.pf):
+                issue_windows(
+                    kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
+                    kc16, uw16, graw, BV, KPW,
+                )  # fmt: skip
             # A persistent CTA walks rows z0, z0 + nprog, ... (nprog = grid z); otherwise one row.
             n_items = Int32(1)
             if cutlass.const_expr(self.persist):
@@ -667,6 +737,24 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     nP = cute.arch.load(hist + bn, Int32)
                     nbase = cute.arch.load(cbase + bn, Int32)
                 sa_nxt = sa_cur
+                # this row's window buffers: the k window as 16-bit elements and as 32-bit pairs
+                # (the MMA A words), the u window likewise, the g row (prefetch mode)
+                buf = it % 2 if cutlass.const_expr(self.pf) else 0
+                kc16_i = kc16 + buf * (16 * 2 * KPW)
+                uw16_i = uw16 + buf * (16 * BV)
+                graw_i = graw + buf * RING_SLOTS
+                kcs_i = cute.make_tensor(kc16_i, cute.make_layout(16 * 2 * KPW))
+                kcw_i = cute.make_tensor(
+                    cute.recast_ptr(kc16_i, dtype=Int32), cute.make_layout(16 * KPW)
+                )
+                uws_i = cute.make_tensor(uw16_i, cute.make_layout(16 * BV))
+                uww_i = cute.make_tensor(
+                    cute.recast_ptr(uw16_i, dtype=Int32), cute.make_layout(8 * BV)
+                )
+                gws_i = cute.make_tensor(graw_i, cute.make_layout(RING_SLOTS))
+                if cutlass.const_expr(self.pf):
+                    cute.arch.cp_async_wait_group(0)  # this row's windows have landed ...
+                    cute.arch.sync_threads()  # ... for every thread's copies
                 if slot >= Int32(0):
                     is_flush = P >= flush_min
                     slot64 = Int64(slot)
@@ -678,7 +766,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     g_row = gc + (slot64 * gc_s0 + Int64(hv * RING_SLOTS))
                     g_star = Float32(0.0)
                     if P > Int32(0):
-                        g_star = cute.arch.load(g_row + Int64((base + P - 1) & RING_MASK), Float32)
+                        if cutlass.const_expr(self.pf):
+                            g_star = gws_i[(base + P - 1) & RING_MASK]
+                        else:
+                            g_star = cute.arch.load(
+                                g_row + Int64((base + P - 1) & RING_MASK), Float32
+                            )
                     eg_star = cute.math.exp(g_star, fastmath=True)
 
                     # ---- phase 1: activations, windows, gates -> smem ---------------------------
@@ -700,47 +793,54 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             xs[r * K_DIM + tid] = Float32(0.0)
 
                     kc_head = kc + (slot64 * kc_s0 + Int64(ih * RING_SLOTS * K_DIM))
-                    for i in cutlass.range_constexpr(2):
-                        ci = tid + 128 * i
-                        j = ci // 16
-                        col = (ci % 16) * 8
-                        if j < P:
-                            w = ldg_v4(
-                                cute.recast_ptr(
-                                    kc_head + Int64(((base + j) & RING_MASK) * K_DIM + col),
-                                    dtype=Int32,
-                                )
-                            )
-                            for e in cutlass.range_constexpr(4):
-                                kcw[j * KPW + col // 2 + e] = w[e]
-                        else:
-                            for e in cutlass.range_constexpr(4):
-                                kcw[j * KPW + col // 2 + e] = Int32(0)
-
-                    # u window: 16 rows x BV columns in 16-byte chunks of 8 (2 * BV chunks)
                     uc_head = uc + (slot64 * uc_s0 + Int64(hv * RING_SLOTS * V_DIM_C) + Int64(v0))
-                    for i in cutlass.range_constexpr((2 * BV + THREADS - 1) // THREADS):
-                        ch_ = tid + THREADS * i
-                        if ch_ < 2 * BV:
-                            j = ch_ // (BV // 8)
-                            col = (ch_ % (BV // 8)) * 8
+                    if cutlass.const_expr(not self.pf):  # else already in smem (cp.async)
+                        for i in cutlass.range_constexpr(2):
+                            ci = tid + 128 * i
+                            j = ci // 16
+                            col = (ci % 16) * 8
                             if j < P:
                                 w = ldg_v4(
                                     cute.recast_ptr(
-                                        uc_head + Int64(((base + j) & RING_MASK) * V_DIM_C + col),
+                                        kc_head + Int64(((base + j) & RING_MASK) * K_DIM + col),
                                         dtype=Int32,
                                     )
                                 )
                                 for e in cutlass.range_constexpr(4):
-                                    uww[(j * BV + col) // 2 + e] = w[e]
+                                    kcw_i[j * KPW + col // 2 + e] = w[e]
                             else:
                                 for e in cutlass.range_constexpr(4):
-                                    uww[(j * BV + col) // 2 + e] = Int32(0)
+                                    kcw_i[j * KPW + col // 2 + e] = Int32(0)
+
+                        # u window: 16 rows x BV columns in 16-byte chunks of 8 (2 * BV chunks)
+                        for i in cutlass.range_constexpr((2 * BV + THREADS - 1) // THREADS):
+                            ch_ = tid + THREADS * i
+                            if ch_ < 2 * BV:
+                                j = ch_ // (BV // 8)
+                                col = (ch_ % (BV // 8)) * 8
+                                if j < P:
+                                    w = ldg_v4(
+                                        cute.recast_ptr(
+                                            uc_head
+                                            + Int64(((base + j) & RING_MASK) * V_DIM_C + col),
+                                            dtype=Int32,
+                                        )
+                                    )
+                                    for e in cutlass.range_constexpr(4):
+                                        uww_i[(j * BV + col) // 2 + e] = w[e]
+                                else:
+                                    for e in cutlass.range_constexpr(4):
+                                        uww_i[(j * BV + col) // 2 + e] = Int32(0)
 
                     if tid < 16:
                         wj = Float32(0.0)
                         if tid < P:
-                            gj = cute.arch.load(g_row + Int64((base + tid) & RING_MASK), Float32)
+                            if cutlass.const_expr(self.pf):
+                                gj = gws_i[(base + tid) & RING_MASK]
+                            else:
+                                gj = cute.arch.load(
+                                    g_row + Int64((base + tid) & RING_MASK), Float32
+                                )
                             wj = cute.math.exp(g_star - gj, fastmath=True)
                         wv[tid] = wj
 
@@ -818,8 +918,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             kg = kl // 4
                             kpc = (kg // 2) * 8 + 32 * (kt // 4) + 2 * (kt % 4) + (kg % 2)
                             kb[kidx] = pack2(
-                                Float32(kcs[kj * 2 * KPW + kpc]),
-                                Float32(kcs[(kj + 1) * 2 * KPW + kpc]),
+                                Float32(kcs_i[kj * 2 * KPW + kpc]),
+                                Float32(kcs_i[(kj + 1) * 2 * KPW + kpc]),
                                 self.ring,
                             )
                         cute.arch.sync_threads()
@@ -856,14 +956,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         else:
                             bx_ring = build_bx(xs, g4, c4, NXP, self.ring, self.xsplit)
                         sc_acc = small_mma(
-                            kcw, KPW, self.ring, bx_ring, g4, c4, NXP, False, a_words=True
+                            kcw_i, KPW, self.ring, bx_ring, g4, c4, NXP, False, a_words=True
                         )
                         for nt in cutlass.range_constexpr(NXP // 8):
                             for e in cutlass.range_constexpr(4):
                                 n = nt * 8 + 2 * c4 + (e % 2)
-                                j = g4 + 8 * (e // 2)
+                                jw = g4 + 8 * (e // 2)
                                 if n < NX:
-                                    sw[j * NX + n] = sc_acc[nt][e] * wv[j]
+                                    sw[jw * NX + n] = sc_acc[nt][e] * wv[jw]
                     if warp == self.GR_WARP:
                         # Gram of [k^; q^] against k^: A_sr = beta_s Gamma_sr (k_s . k_r) for r < s,
                         # C_sr = Gamma_sr (q_s . k_r) for r <= s; Gamma from cumulative-sum
@@ -949,8 +1049,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     lrow = rows[fr]
                                     afold.append(
                                         pack2(
-                                            Float32(uws[j0 * BV + lrow]) * wv[j0],
-                                            Float32(uws[(j0 + 1) * BV + lrow]) * wv[j0 + 1],
+                                            Float32(uws_i[j0 * BV + lrow]) * wv[j0],
+                                            Float32(uws_i[(j0 + 1) * BV + lrow]) * wv[j0 + 1],
                                             self.ring,
                                         )
                                     )
@@ -1016,16 +1116,22 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             skip_state,
                             n_early,
                         )
+                    if cutlass.const_expr(self.pf):
+                        issue_windows(
+                            kc, uc, gc, kc_s0, uc_s0, gc_s0, nslot, nP, nbase, ih, hv, v0, tid,
+                            kc16 + (1 - buf) * (16 * 2 * KPW), uw16 + (1 - buf) * (16 * BV),
+                            graw + (1 - buf) * RING_SLOTS, BV, KPW,
+                        )  # fmt: skip
 
                     # ---- phase 5: per value row: history, residual, solve, outputs, u appends ---
                     if tid < BV and cutlass.const_expr("epi" not in self.skip):
                         lv = tid
                         # history term: four independent partial sums keep the FMA chains short
                         parts = [[Float32(0.0)] * NX for _ in range(4)]
-                        for j in cutlass.range_constexpr(16):
-                            uj = Float32(uws[j * BV + lv])
+                        for jh in cutlass.range_constexpr(16):
+                            uj = Float32(uws_i[jh * BV + lv])
                             for n in cutlass.range_constexpr(NX):
-                                parts[j % 4][n] = parts[j % 4][n] + uj * sw[j * NX + n]
+                                parts[jh % 4][n] = parts[jh % 4][n] + uj * sw[jh * NX + n]
                         hx = []
                         for n in cutlass.range_constexpr(NX):
                             hist_n = (parts[0][n] + parts[1][n]) + (parts[2][n] + parts[3][n])
@@ -1064,10 +1170,18 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             skip_state,
                             n_early,
                         )
+                    if cutlass.const_expr(self.pf):
+                        issue_windows(
+                            kc, uc, gc, kc_s0, uc_s0, gc_s0, nslot, nP, nbase, ih, hv, v0, tid,
+                            kc16 + (1 - buf) * (16 * 2 * KPW), uw16 + (1 - buf) * (16 * BV),
+                            graw + (1 - buf) * RING_SLOTS, BV, KPW,
+                        )  # fmt: skip
                 if cutlass.const_expr(self.persist):
                     cute.arch.sync_threads()  # shared memory is reused by the next row
                     slot, P, base = nslot, nP, nbase
                     sa_cur = sa_nxt
+            if cutlass.const_expr(self.pf):
+                cute.arch.cp_async_wait_group(0)  # no copy in flight when the CTA retires
 
     return GdnDecodeUCacheFlushKernel
 
@@ -1119,6 +1233,7 @@ def compile_variant(
     mbp: int | None = None,
     persist: bool = False,
     late: int = 0,
+    prefetch: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -1156,6 +1271,7 @@ def compile_variant(
         bsmem,
         late,
         bool(persist),
+        bool(prefetch) and bool(persist),
         skip,
         arch,
     )
@@ -1177,6 +1293,7 @@ def compile_variant(
         bsmem=bsmem,
         late=late,
         persist=bool(persist),
+        prefetch=bool(prefetch),
         skip=skip,
     )
 
@@ -1254,7 +1371,8 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
 
     Defaults per (B, HV, T) from the H200 measurements in kernels/NOTES.md; every value can be
     forced for experiments: GDN_UCACHE_BV, GDN_UCACHE_MBP, GDN_UCACHE_LATE, GDN_UCACHE_PERSIST
-    (CTAs per SM of a persistent grid; 0 = one row per CTA), GDN_UCACHE_NPROG.
+    (CTAs per SM of a persistent grid; 0 = one row per CTA), GDN_UCACHE_NPROG,
+    GDN_UCACHE_PREFETCH (persistent only: cp.async the next row's ring windows).
     """
     bv = _pick_bv(batch, hv, device)
     # BV=128 grids are limited by how many CTAs (and so state bytes in flight) fit on an SM:
@@ -1268,7 +1386,9 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
         mbp = int(os.environ["GDN_UCACHE_MBP"])
     if os.environ.get("GDN_UCACHE_LATE"):
         late = int(os.environ["GDN_UCACHE_LATE"])
-    return {"bv": bv, "mbp": mbp, "late": late, "nprog": nprog}
+    # persistent CTAs: also prefetch the next row's ring windows with cp.async
+    prefetch = int(os.environ.get("GDN_UCACHE_PREFETCH", "0") or 0)
+    return {"bv": bv, "mbp": mbp, "late": late, "nprog": nprog, "prefetch": prefetch}
 
 
 def _persistent_programs(batch: int, hv: int, bv: int, device: torch.device) -> int:
@@ -1628,6 +1748,7 @@ def _launch(
         mbp=cfg["mbp"],
         persist=nprog < batch,
         late=cfg["late"],
+        prefetch=bool(cfg["prefetch"]),
     )
     gm = cute.AddressSpace.gmem
     io = cutlass.BFloat16 if IO_TORCH == torch.bfloat16 else cutlass.Float16

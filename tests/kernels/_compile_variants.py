@@ -3,7 +3,8 @@
 Run in a subprocess (the CuTe-DSL environment is read when cutlass is imported):
     CUTE_DSL_ARCH=sm_90a CUTE_DSL_KEEP=ptx CUTE_DSL_DUMP_DIR=DIR \
         python tests/kernels/_compile_variants.py '[[T, H, HV, BV, io, st, ring, sr], ...]'
-(optionally two more entries per variant: late state tiles (GDN_UCACHE_LATE), persistent 0/1)
+(optionally up to three more entries per variant: late state tiles (GDN_UCACHE_LATE), persistent
+0/1, window prefetch 0/1)
 """
 
 from __future__ import annotations
@@ -27,11 +28,20 @@ def main() -> None:
     variants = json.loads(sys.argv[1])
     timings = []
     for T, H, HV, BV, io, st, ring, sr, *knobs in variants:
-        late, persist = (list(knobs) + [0, 0])[:2]
+        late, persist, prefetch = (list(knobs) + [0, 0, 0])[:3]
         os.environ["GDN_UCACHE_LATE"] = str(late)
         t0 = time.time()
         kmod.compile_variant(
-            T, H, HV, BV, _DT[io], _DT[st], _DT[ring], bool(sr), persist=bool(persist)
+            T,
+            H,
+            HV,
+            BV,
+            _DT[io],
+            _DT[st],
+            _DT[ring],
+            bool(sr),
+            persist=bool(persist),
+            prefetch=bool(prefetch),
         )
         timings.append(round(time.time() - t0, 2))
     print(json.dumps({"compile_s": timings}))

@@ -182,6 +182,11 @@ _VARIANTS_90 = (
         [8, 16, 32, 64, "bf16", "bf16", "bf16", 0, 0, 1],
         [3, 16, 48, 32, "fp16", "fp16", "fp16", 1, 1, 1],
     ]
+    # persistent CTAs with cp.async window prefetch (GDN_UCACHE_PREFETCH)
+    + [
+        [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 0, 1, 1],
+        [5, 16, 32, 16, "bf16", "bf16", "bf16", 0, 1, 1, 1],
+    ]
 )
 
 

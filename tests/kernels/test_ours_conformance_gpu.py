@@ -123,16 +123,26 @@ def test_forced_bv_launch_bounds(arm: str, bv: str, mbp: str, late: str, monkeyp
 
 
 @pytest.mark.parametrize(
-    ("arm", "bv", "late", "nprog"),
-    [("serving", "128", "1", "2"), ("bf16", "64", "0", "3"), ("serving", "32", "1", "1")],
+    ("arm", "bv", "late", "nprog", "prefetch"),
+    [
+        ("serving", "128", "1", "2", "0"),
+        ("bf16", "64", "0", "3", "0"),
+        ("serving", "32", "1", "1", "0"),
+        ("serving", "128", "0", "2", "1"),
+        ("bf16", "128", "1", "3", "1"),
+        ("serving", "16", "0", "2", "1"),
+    ],
 )
-def test_persistent_rows(arm: str, bv: str, late: str, nprog: str, monkeypatch) -> None:
+def test_persistent_rows(
+    arm: str, bv: str, late: str, nprog: str, prefetch: str, monkeypatch
+) -> None:
     # Persistent CTAs walk several rows each (pad rows among them) and prefetch the next row's
-    # cursors and state while working on the current one.
+    # cursors and state (and, with prefetch, its ring windows by cp.async) during the current one.
     monkeypatch.setenv("GDN_UCACHE_BV", bv)
     monkeypatch.setenv("GDN_UCACHE_LATE", late)
     monkeypatch.setenv("GDN_UCACHE_PERSIST", "4")
     monkeypatch.setenv("GDN_UCACHE_NPROG", nprog)
+    monkeypatch.setenv("GDN_UCACHE_PREFETCH", prefetch)
     _run(arm, num_requests=7, pad_rows=2, num_k_heads=2, num_v_heads=4, num_tokens=4, steps=30)
 
 
