@@ -96,6 +96,33 @@ def _margins(output) -> list[float] | None:
     return rows
 
 
+def prefill_check(llm, prompts: list[list[int]], tokens: list[list[int]]) -> dict:
+    """Re-score every request's own output with one full prefill of prompt + output (no
+    speculation on that path) and measure, at every generated position, the prefill's top-1
+    logprob minus the logprob of the token that was emitted. A correct decode path emits the
+    argmax up to rounding ties at EVERY position, not only up to its first divergence from
+    another run, so this checks the state after every flush of a 256-token output."""
+    from vllm import SamplingParams
+
+    sp = SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=1, detokenize=False)
+    inputs = [{"prompt_token_ids": p + t} for p, t in zip(prompts, tokens, strict=True)]
+    outs = llm.generate(inputs, sp, use_tqdm=False)
+    gaps: list[tuple[int, int, float]] = []  # (request, position, gap)
+    for req, (p, t, o) in enumerate(zip(prompts, tokens, outs, strict=True)):
+        rows = o.prompt_logprobs  # rows[j]: distribution of token j given tokens < j
+        for pos, tok in enumerate(t):
+            entry = rows[len(p) + pos]
+            top = max(lp.logprob for lp in entry.values())
+            gaps.append((req, pos, top - entry[tok].logprob))
+    off = [g for g in gaps if g[2] >= report.ROUNDING_MARGIN]
+    return {
+        "tokens": len(gaps),
+        "off_argmax": len(off),
+        "max_gap": round(max((g[2] for g in gaps), default=0.0), 4),
+        "first_off": [[r, pos, round(g, 4)] for r, pos, g in sorted(off, key=lambda x: x[1])[:8]],
+    }
+
+
 def _has_module(name: str) -> bool:
     import importlib.util
 
@@ -129,6 +156,11 @@ def _measure(llm, job: dict, cfg: dict, result: dict, write) -> None:
         }
         distinct = [len(set(t)) for t in result["output"]["tokens"]]
         result["distinct_tokens_min"] = min(distinct)
+        write()
+        try:
+            result["prefill_check"] = prefill_check(llm, prompts, result["output"]["tokens"])
+        except Exception as exc:  # noqa: BLE001 - the greedy comparison above still stands
+            result["prefill_check"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     else:  # speed: decode tokens/s = (full - prefill-only) time per batch
         points = []
         warm = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True, detokenize=False)

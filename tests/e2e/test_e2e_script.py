@@ -518,8 +518,9 @@ class _Completion:
 
 
 class _Output:
-    def __init__(self, tokens: list[int], logprobs) -> None:
+    def __init__(self, tokens: list[int], logprobs, prompt_logprobs=None) -> None:
         self.outputs = [_Completion(tokens, logprobs)]
+        self.prompt_logprobs = prompt_logprobs
 
 
 class _Counter:
@@ -533,22 +534,34 @@ class _Vector:
 
 
 class FakeLLM:
-    """generate(): token t+1 follows t; counters grow like a spec run accepting 2 of 3."""
+    """generate(): token t+1 follows t (argmax, logprob -0.1; anything else -2.6); counters grow
+    like a spec run accepting 2 of 3. `wrong_at`: the decode path emits t+2 at that position."""
 
-    def __init__(self) -> None:
+    def __init__(self, wrong_at: int | None = None) -> None:
         self.steps = 0
+        self.wrong_at = wrong_at
 
     def generate(self, inputs, sp, use_tqdm=False):
         outs = []
         for item in inputs:
-            last = item["prompt_token_ids"][-1]
-            tokens = [(last + i + 1) % 2048 for i in range(sp.max_tokens)]
+            ids = item["prompt_token_ids"]
+            tokens, last = [], ids[-1]
+            for i in range(sp.max_tokens):
+                last = (last + (2 if i == self.wrong_at else 1)) % 2048
+                tokens.append(last)
             logprobs = (
                 [{t: _Logprob(-0.1), t + 1: _Logprob(-2.6)} for t in tokens]
                 if sp.logprobs
                 else None
             )
-            outs.append(_Output(tokens, logprobs))
+            prompt_logprobs = None
+            if getattr(sp, "prompt_logprobs", None):
+                prompt_logprobs = [None] + [
+                    {ids[j - 1] + 1: _Logprob(-0.1)}
+                    | ({} if ids[j] == ids[j - 1] + 1 else {ids[j]: _Logprob(-2.6)})
+                    for j in range(1, len(ids))
+                ]
+            outs.append(_Output(tokens, logprobs, prompt_logprobs))
             self.steps += sp.max_tokens
         return outs
 
@@ -588,6 +601,25 @@ def test_measure_correctness_with_a_fake_engine(fake_vllm) -> None:
     acc = report.acceptance(result["metrics"])
     assert acc["tokens_per_step"] == pytest.approx(3.0, rel=0.05)
     assert result["metrics"]["num_preemptions"] == 0
+    # Every emitted token is the prefill argmax.
+    assert result["prefill_check"] == {
+        "tokens": 16 * 64,
+        "off_argmax": 0,
+        "max_gap": 0.0,
+        "first_off": [],
+    }
+
+
+def test_prefill_check_catches_an_off_argmax_token(fake_vllm) -> None:
+    """A decode path that emits a non-argmax token (here at position 5 of every request) is
+    caught at that position even though the greedy run goes on consistently after it."""
+    job = plan.suite_jobs("smoke", ["ucache_ours"], None, 1, "/t")[0].to_dict()
+    result: dict = {}
+    e2e._measure(FakeLLM(wrong_at=5), job, {"vocab_size": 2048}, result, lambda: None)
+    check = result["prefill_check"]
+    assert check["off_argmax"] == 16 and check["max_gap"] == pytest.approx(2.5)
+    assert {pos for _, pos, _ in check["first_off"]} == {5}
+    assert report.prefill_cell(check) == "16/1024 (max 2.500)"
 
 
 def test_measure_speed_with_a_fake_engine(fake_vllm) -> None:

@@ -153,7 +153,8 @@ def judge_correctness(results: list[dict]) -> list[dict]:
             elif res["status"] != "ok":
                 row |= {"verdict": res["status"], "note": (res.get("error") or "")[:300]}
             elif backend == "nospec":
-                row |= {"verdict": "reference", "note": ""}
+                check = res.get("prefill_check")
+                row |= {"verdict": "reference", "note": "", "prefill_check": check}
             elif ref is None or ref["status"] != "ok":
                 row |= {"verdict": "no reference", "note": "nospec did not run in this mode"}
             else:
@@ -166,6 +167,7 @@ def judge_correctness(results: list[dict]) -> list[dict]:
                 row |= {
                     "verdict": comp.verdict,
                     "note": comp.note,
+                    "prefill_check": res.get("prefill_check"),
                     "identical": f"{comp.identical}/{comp.requests}",
                     "divergences": [asdict(d) for d in comp.divergences[:8]],
                 }
@@ -217,6 +219,16 @@ def _fmt(x, spec: str = ".2f") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def prefill_cell(check: dict | None) -> str:
+    """`off/total (max gap)`: generated tokens that are not the full-prefill argmax within
+    ROUNDING_MARGIN (bench/e2e.py prefill_check)."""
+    if not check:
+        return "-"
+    if "error" in check:
+        return "error: " + check["error"][:60]
+    return f"{check['off_argmax']}/{check['tokens']} (max {check['max_gap']:.3f})"
+
+
 def markdown(results: list[dict], state_bytes: dict | None = None, command: str = "") -> str:
     lines = ["# End to end on the H200 (#10)", ""]
     if command:
@@ -229,15 +241,16 @@ def markdown(results: list[dict], state_bytes: dict | None = None, command: str 
         lines += [
             "## Correctness: greedy tokens against no speculation",
             "",
-            "| model | mode | backend | verdict | identical | tokens/step | preemptions "
-            "| s | note |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| model | mode | backend | verdict | identical | prefill check | tokens/step "
+            "| preemptions | s | note |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in corr:
             acc = r.get("acceptance") or {}
             lines.append(
                 f"| {r['model']} | {r['mode']} | {r['backend']} | {r['verdict']} | "
-                f"{r.get('identical', '-')} | {_fmt(acc.get('tokens_per_step'))} | "
+                f"{r.get('identical', '-')} | {prefill_cell(r.get('prefill_check'))} | "
+                f"{_fmt(acc.get('tokens_per_step'))} | "
                 f"{_fmt(r.get('preemptions'), 'd') if r.get('preemptions') is not None else '-'}"
                 f" | {_fmt(r.get('seconds'), '.0f')} | {r.get('note', '')} |"
             )
