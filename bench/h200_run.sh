@@ -21,25 +21,26 @@ V3=v3=kernels/gdn_ucache_flush_v3.py
 conformance() {  # $1 = tag, $2 = seconds, $3 = pytest -k expression ("" = all), env: module
   local t0=$SECONDS
   GDN_CONFORMANCE_OUT=$out/conformance-$1.json timeout "$2" python3 -m pytest \
-    tests/kernels/test_ours_conformance_gpu.py -q --tb=line -p no:cacheprovider -rfE \
-    ${3:+-k "$3"} 2>&1 | tee "$out/conformance-$1.log" | tail -12 || true
+    tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
+    ${3:+-k "$3"} 2>&1 | tee "$out/conformance-$1.log" | grep -E "PASS|FAIL|ERROR|Error|passed|failed" |
+    sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' | cut -c1-150 | tail -45 || true
   echo "# conformance $1: wall $((SECONDS - t0)) s"
 }
 
 case $mode in
 k1)
-  conformance k1 75 "forced or persistent or compact_gqa or vllm_layout"
+  conformance k1 85 "forced or persistent or compact_gqa or vllm_layout"
   # config sweep, cold L2, serving arm: v4 knobs vs v3 as run in session 1
-  timeout 82 python3 bench/knockout.py --arm serving --hv 32 64 --batch 256 128 32 8 1 \
-    --flush 0 20 100 --reps 10 --budget-s 68 --json "$out/sweep-k1.json" --modules "$V4" "$V3" \
+  timeout 76 python3 bench/knockout.py --arm serving --hv 32 64 --batch 256 128 32 8 1 \
+    --flush 0 20 100 --reps 10 --budget-s 62 --json "$out/sweep-k1.json" --modules "$V4" "$V3" \
     --variants v3:base v4:base v4:bv128+mbp5 v4:bv128+late1+mbp5 v4:bv128+late1+mbp6 \
     v4:bv128+late1+mbp7 v4:bv64 v4:bv64+mbp6 v4:bv64+mbp7 v4:bv32 v4:bv16 2>&1 |
     tee "$out/sweep-k1.log" | grep -v '^# v' || true
   # persistent CTAs in their own process (a fault there cannot take the sweep above with it)
   timeout 32 python3 bench/knockout.py --arm serving --hv 32 --batch 256 128 32 --flush 0 20 100 \
     --reps 10 --budget-s 22 --json "$out/persist-k1.json" --modules "$V4" \
-    --variants bv128+late1+persist4 bv128+late1+persist5 bv128+persist4 bv128+persist4+pf \
-    bv128+late1+persist4+pf bv128+late1+mbp6 2>&1 |
+    --variants bv128+late1+persist4 bv128+persist4 bv128+persist4+pf bv128+persist4+pf2 \
+    bv128+late1+persist4+pf2 bv128+late1+persist5+pf2 bv128+late1+mbp6 2>&1 |
     tee "$out/persist-k1.log" | grep -v '^# v' || true
   # where the time goes in the smallest-register BV=128 config (knock-outs: wrong results)
   X=bv128+late1+mbp6

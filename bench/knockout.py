@@ -7,8 +7,8 @@ process times several kernel files (`--modules NAME=PATH`) under many configs on
 Variant names: a named one from VARIANTS, or knobs joined by '+': bv{16,32,64,128} (rows per
 CTA, GDN_UCACHE_BV), mbp{0..8} (launch bounds: min CTAs per SM, GDN_UCACHE_MBP; 0 = none),
 late{0,1,2} (state tiles per warp loaded only at the projection, GDN_UCACHE_LATE),
-persist{N} (persistent CTAs, N per SM, GDN_UCACHE_PERSIST), nprog{N} (force N programs), pf
-(persistent: cp.async prefetch of the next row's windows, GDN_UCACHE_PREFETCH=1),
+persist{N} (persistent CTAs, N per SM, GDN_UCACHE_PERSIST), nprog{N} (force N programs), pf/pf2
+(persistent: cp.async prefetch of the next row's windows / also its q/k/v and gates),
 no_{proj,epi,fold} and no_all (timing knock-outs, GDN_UCACHE_SKIP: results are wrong on purpose),
 nosplit (GDN_UCACHE_XSPLIT=0), regfrag (GDN_UCACHE_BSMEM=0). `base` = the file's own defaults.
 A variant written MODULE:VARIANT runs for that module only.
@@ -80,8 +80,8 @@ def variant_env(name: str) -> dict[str, str]:
             env["GDN_UCACHE_PERSIST"] = part[7:]
         elif part.startswith("nprog") and part[5:].isdigit():
             env["GDN_UCACHE_NPROG"] = part[5:]
-        elif part == "pf":
-            env["GDN_UCACHE_PREFETCH"] = "1"
+        elif part in ("pf", "pf1", "pf2"):
+            env["GDN_UCACHE_PREFETCH"] = part[2:] or "1"
         else:
             raise SystemExit(f"unknown variant part {part!r} in {name!r}")
     return env

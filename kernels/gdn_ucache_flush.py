@@ -328,17 +328,30 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         """16-byte cp.async global -> shared; zero-fills the 16 bytes when `fill` is false; issues
         nothing at all when `guard` is false."""
         nbytes = cutlass.select_(fill, Int32(16), Int32(0))
-        cute.arch.inline_ptx(
-            "cp.async.cg.shared.global [{$r0}], [{$r1}], 16, {$r2};",
-            read_only_args=[dst.toint(), src.toint(), nbytes],
-            predicate=guard,
-        )
+        if guard is None:
+            cute.arch.inline_ptx(
+                "cp.async.cg.shared.global [{$r0}], [{$r1}], 16, {$r2};",
+                read_only_args=[dst.toint(), src.toint(), nbytes],
+            )
+        else:
+            # the guard goes in as an integer (a predicate operand that folds to a constant
+            # would be printed as an immediate, which PTX does not accept)
+            cute.arch.inline_ptx(
+                "{ .reg .pred p; setp.ne.s32 p, {$r3}, 0;"
+                " @p cp.async.cg.shared.global [{$r0}], [{$r1}], 16, {$r2}; }",
+                read_only_args=[
+                    dst.toint(),
+                    src.toint(),
+                    nbytes,
+                    cutlass.select_(guard, Int32(1), Int32(0)),
+                ],
+            )
 
     def cp_async4(dst: Any, src: Any, guard: Any) -> None:
         cute.arch.inline_ptx(
-            "cp.async.ca.shared.global [{$r0}], [{$r1}], 4;",
-            read_only_args=[dst.toint(), src.toint()],
-            predicate=guard,
+            "{ .reg .pred p; setp.ne.s32 p, {$r2}, 0;"
+            " @p cp.async.ca.shared.global [{$r0}], [{$r1}], 4; }",
+            read_only_args=[dst.toint(), src.toint(), cutlass.select_(guard, Int32(1), Int32(0))],
         )
 
     def issue_windows(
@@ -388,6 +401,83 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         # all 32 g slots (4-byte copies: no alignment assumption on the g pool)
         cp_async4(gdst + (tid % RING_SLOTS), g_head + Int64(tid % RING_SLOTS), tid < RING_SLOTS)
         cute.arch.cp_async_commit_group()
+
+    def ld16_if(ptr: Any, flag: Any, dt: torch.dtype) -> Any:
+        """ld16 that loads only when flag != 0 (else 0.0): no branch, no out-of-bounds read."""
+        return cute.arch.inline_ptx(
+            "{ .reg .b16 h; .reg .pred p; setp.ne.s32 p, {$r1}, 0; mov.b16 h, 0;"
+            f" @p ld.global.b16 h, [{{$r0}}]; cvt.f32.{_ptx_t(dt)} {{$w0}}, h; }}",
+            write_only_types=[Float32],
+            read_only_args=[ptr, Int32(flag)],
+        )
+
+    def issue_acts(
+        q: Any,
+        k: Any,
+        v: Any,
+        q_sb: Any,
+        q_st: Any,
+        k_sb: Any,
+        k_st: Any,
+        v_sb: Any,
+        v_st: Any,
+        bi: Any,
+        live: Any,
+        ih: Any,
+        hv: Any,
+        v0: Any,
+        tid: Any,
+        qkdst: Any,
+        vdst: Any,
+        T: int,
+        BV: int,
+    ) -> None:
+        """cp.async of one row's k (rows 0..T-1) and q (rows T..2T-1) head rows and its v slice
+        [T, BV] into shared memory (16-bit, as stored). Pad rows copy nothing (their activation
+        rows may be phantom). Not committed here (issue_windows commits the group)."""
+        bi64 = Int64(bi)
+        for i in range((2 * T * 16 + THREADS - 1) // THREADS):
+            c = tid + THREADS * i
+            r = c // 16
+            col = (c % 16) * 8
+            tk = cutlass.min(r, Int32(T - 1))
+            tq = cutlass.max(r - T, Int32(0))
+            src_k = k + (bi64 * k_sb + Int64(tk) * k_st + Int64(ih * K_DIM + col))
+            src_q = q + (bi64 * q_sb + Int64(tq) * q_st + Int64(ih * K_DIM + col))
+            ok = live if 2 * T * 16 >= THREADS * (i + 1) else live & (c < 2 * T * 16)
+            cp_async16(qkdst + (r * K_DIM + col), src_k, live, ok & (r < T))
+            cp_async16(qkdst + (r * K_DIM + col), src_q, live, ok & (r >= T))
+        for i in range((T * BV // 8 + THREADS - 1) // THREADS):
+            c = tid + THREADS * i
+            t_ = c // (BV // 8)
+            col = (c % (BV // 8)) * 8
+            src = v + (bi64 * v_sb + Int64(t_) * v_st + Int64(hv * V_DIM_C) + Int64(v0 + col))
+            guard = live if T * BV // 8 >= THREADS * (i + 1) else live & (c < T * BV // 8)
+            cp_async16(vdst + (t_ * BV + col), src, live, guard)
+
+    def load_gates(
+        a: Any,
+        b: Any,
+        a_sb: Any,
+        a_st: Any,
+        b_sb: Any,
+        b_st: Any,
+        bi: Any,
+        slot: Any,
+        hv: Any,
+        tid: Any,
+        T: int,
+        dt: torch.dtype,
+    ) -> list:
+        """a[bi, 0..T-1, hv] and b[bi, tid, hv] for threads tid < T of live rows (else zeros)."""
+        flag = cutlass.select_((slot >= Int32(0)) & (tid < T), Int32(1), Int32(0))
+        tb = cutlass.min(tid, Int32(T - 1))
+        bi64 = Int64(bi)
+        vals = [
+            ld16_if(a + (bi64 * a_sb + Int64(i) * a_st + Int64(hv)), flag, dt) for i in range(T)
+        ]
+        vals.append(ld16_if(b + (bi64 * b_sb + Int64(tb) * b_st + Int64(hv)), flag, dt))
+        return vals
 
     def smem_bfrag(xb: Any, lane: Any, xsplit: bool) -> Any:
         """B-fragment reader of the smem-staged [k^; q^] (bsmem layout, state dtype)."""
@@ -465,7 +555,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             bsmem: bool = False,
             late: int = 0,
             persist: bool = False,
-            prefetch: bool = False,
+            prefetch: int = 0,
             skip: tuple = (),
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
@@ -499,7 +589,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.persist = persist
             # persistent CTAs also prefetch the next row's ring windows (k, u, g) into a second
             # shared-memory buffer with cp.async (no registers while in flight)
-            self.pf = prefetch and persist
+            self.pf = prefetch >= 1 and persist
+            # ... and its q/k/v rows too (cp.async; needs 16-byte aligned activation rows) plus
+            # its a/b gates (registers)
+            self.pf_act = prefetch >= 2 and persist
             self.skip = frozenset(
                 skip
             )  # timing knock-outs (results are wrong): never in production
@@ -660,6 +753,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             kc16 = smem.allocate_array(self.ring_c, NBUF * 16 * 2 * KPW, byte_alignment=16)
             uw16 = smem.allocate_array(self.ring_c, NBUF * 16 * BV, byte_alignment=16)
             graw = smem.allocate_array(Float32, NBUF * RING_SLOTS, byte_alignment=16)
+            NBUFA = 2 if self.pf_act else 0  # raw activation buffers (q/k rows, v slice)
+            qk16 = smem.allocate_array(self.io_c, max(NBUFA * 2 * T * K_DIM, 8), byte_alignment=16)
+            v16 = smem.allocate_array(self.io_c, max(NBUFA * T * BV, 8), byte_alignment=16)
             wv = cute.make_tensor(
                 smem.allocate_array(Float32, 16, byte_alignment=16), cute.make_layout(16)
             )
@@ -718,6 +814,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 load_state_tile(st_head0, v0, warp, ti, self.NTILE, g4, c4, skip_state)
                 for ti in range(n_early)
             ]
+            ab_cur = [Float32(0.0)]
+            if cutlass.const_expr(self.pf_act):
+                issue_acts(
+                    q, k, v, q_sb, q_st, k_sb, k_st, v_sb, v_st, z0, slot >= Int32(0), ih, hv,
+                    v0, tid, qk16, v16, T, BV,
+                )  # fmt: skip
+                ab_cur = load_gates(a, b, a_sb, a_st, b_sb, b_st, z0, slot, hv, tid, T, self.io)
             if cutlass.const_expr(self.pf):
                 issue_windows(
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
@@ -737,6 +840,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     nP = cute.arch.load(hist + bn, Int32)
                     nbase = cute.arch.load(cbase + bn, Int32)
                 sa_nxt = sa_cur
+                ab_nxt = ab_cur
                 # this row's window buffers: the k window as 16-bit elements and as 32-bit pairs
                 # (the MMA A words), the u window likewise, the g row (prefetch mode)
                 buf = it % 2 if cutlass.const_expr(self.pf) else 0
@@ -752,6 +856,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     cute.recast_ptr(uw16_i, dtype=Int32), cute.make_layout(8 * BV)
                 )
                 gws_i = cute.make_tensor(graw_i, cute.make_layout(RING_SLOTS))
+                qk_i = cute.make_tensor(
+                    qk16 + buf * (2 * T * K_DIM), cute.make_layout(2 * T * K_DIM)
+                )
+                v16_i = cute.make_tensor(v16 + buf * (T * BV), cute.make_layout(T * BV))
                 if cutlass.const_expr(self.pf):
                     cute.arch.cp_async_wait_group(0)  # this row's windows have landed ...
                     cute.arch.sync_threads()  # ... for every thread's copies
@@ -779,7 +887,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     k_row = k + (Int64(bi) * k_sb + Int64(ih * K_DIM + tid))
                     for r in cutlass.range_constexpr(XR):
                         if cutlass.const_expr(r < NX):
-                            if cutlass.const_expr(r < T):
+                            if cutlass.const_expr(self.pf_act):
+                                x = Float32(qk_i[r * K_DIM + tid])  # k rows, then q rows
+                            elif cutlass.const_expr(r < T):
                                 x = ld16(k_row + Int64(r) * k_st, self.io)
                             else:
                                 x = ld16(q_row + Int64(r - T) * q_st, self.io)
@@ -851,10 +961,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         neg_a = -cute.math.exp(alog, fastmath=False)
                         gsum = Float32(0.0)
                         for i in cutlass.range_constexpr(T):
-                            ai = (
-                                ld16(a + (Int64(bi) * a_sb + Int64(i) * a_st + Int64(hv)), self.io)
-                                + dtb
-                            )
+                            if cutlass.const_expr(self.pf_act):
+                                ai = ab_cur[i] + dtb
+                            else:
+                                ai = (
+                                    ld16(
+                                        a + (Int64(bi) * a_sb + Int64(i) * a_st + Int64(hv)),
+                                        self.io,
+                                    )
+                                    + dtb
+                                )
                             # stable softplus: max(x, 0) + log1p(exp(-|x|))
                             sp = cute.math.max(ai, Float32(0.0)) + cute.math.log1p(
                                 cute.math.exp(-cute.math.absf(ai), fastmath=True)
@@ -862,7 +978,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             gi = neg_a * sp
                             gsum = gsum + cutlass.select_(Int32(i) <= tid, gi, Float32(0.0))
                         gam[tid] = gsum
-                        bt = ld16(b + (Int64(bi) * b_sb + Int64(tid) * b_st + Int64(hv)), self.io)
+                        if cutlass.const_expr(self.pf_act):
+                            bt = ab_cur[T]
+                        else:
+                            bt = ld16(
+                                b + (Int64(bi) * b_sb + Int64(tid) * b_st + Int64(hv)), self.io
+                            )
                         beta[tid] = Float32(1.0) / (
                             Float32(1.0) + cute.math.exp(-bt, fastmath=True)
                         )
@@ -873,7 +994,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         if e_ < T * BV:
                             t_ = e_ // BV
                             lv = e_ % BV
-                            vs[e_] = ld16(v_row + (Int64(t_) * v_st + Int64(lv)), self.io)
+                            if cutlass.const_expr(self.pf_act):
+                                vs[e_] = Float32(v16_i[e_])
+                            else:
+                                vs[e_] = ld16(v_row + (Int64(t_) * v_st + Int64(lv)), self.io)
 
                     cute.arch.sync_threads()
 
@@ -1116,6 +1240,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             skip_state,
                             n_early,
                         )
+                    if cutlass.const_expr(self.pf_act):
+                        issue_acts(
+                            q, k, v, q_sb, q_st, k_sb, k_st, v_sb, v_st, bn, nslot >= Int32(0),
+                            ih, hv, v0, tid, qk16 + (1 - buf) * (2 * T * K_DIM),
+                            v16 + (1 - buf) * (T * BV), T, BV,
+                        )  # fmt: skip
+                        ab_nxt = load_gates(
+                            a, b, a_sb, a_st, b_sb, b_st, bn, nslot, hv, tid, T, self.io
+                        )
                     if cutlass.const_expr(self.pf):
                         issue_windows(
                             kc, uc, gc, kc_s0, uc_s0, gc_s0, nslot, nP, nbase, ih, hv, v0, tid,
@@ -1170,6 +1303,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             skip_state,
                             n_early,
                         )
+                    if cutlass.const_expr(self.pf_act):
+                        issue_acts(
+                            q, k, v, q_sb, q_st, k_sb, k_st, v_sb, v_st, bn, nslot >= Int32(0),
+                            ih, hv, v0, tid, qk16 + (1 - buf) * (2 * T * K_DIM),
+                            v16 + (1 - buf) * (T * BV), T, BV,
+                        )  # fmt: skip
+                        ab_nxt = load_gates(
+                            a, b, a_sb, a_st, b_sb, b_st, bn, nslot, hv, tid, T, self.io
+                        )
                     if cutlass.const_expr(self.pf):
                         issue_windows(
                             kc, uc, gc, kc_s0, uc_s0, gc_s0, nslot, nP, nbase, ih, hv, v0, tid,
@@ -1180,6 +1322,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     cute.arch.sync_threads()  # shared memory is reused by the next row
                     slot, P, base = nslot, nP, nbase
                     sa_cur = sa_nxt
+                    ab_cur = ab_nxt
             if cutlass.const_expr(self.pf):
                 cute.arch.cp_async_wait_group(0)  # no copy in flight when the CTA retires
 
@@ -1233,7 +1376,7 @@ def compile_variant(
     mbp: int | None = None,
     persist: bool = False,
     late: int = 0,
-    prefetch: bool = False,
+    prefetch: int = 0,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -1271,7 +1414,7 @@ def compile_variant(
         bsmem,
         late,
         bool(persist),
-        bool(prefetch) and bool(persist),
+        int(prefetch) if persist else 0,
         skip,
         arch,
     )
@@ -1293,7 +1436,7 @@ def compile_variant(
         bsmem=bsmem,
         late=late,
         persist=bool(persist),
-        prefetch=bool(prefetch),
+        prefetch=int(prefetch),
         skip=skip,
     )
 
@@ -1372,7 +1515,8 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     Defaults per (B, HV, T) from the H200 measurements in kernels/NOTES.md; every value can be
     forced for experiments: GDN_UCACHE_BV, GDN_UCACHE_MBP, GDN_UCACHE_LATE, GDN_UCACHE_PERSIST
     (CTAs per SM of a persistent grid; 0 = one row per CTA), GDN_UCACHE_NPROG,
-    GDN_UCACHE_PREFETCH (persistent only: cp.async the next row's ring windows).
+    GDN_UCACHE_PREFETCH (persistent only: 1 = cp.async the next row's ring windows, 2 = also its
+    q/k/v rows and a/b gates).
     """
     bv = _pick_bv(batch, hv, device)
     # BV=128 grids are limited by how many CTAs (and so state bytes in flight) fit on an SM:
@@ -1408,6 +1552,11 @@ def _persistent_programs(batch: int, hv: int, bv: int, device: torch.device) -> 
         return batch
     rows_each = -(-batch // slots)
     return -(-batch // rows_each)
+
+
+def _rows_16b(t: torch.Tensor) -> bool:
+    """16-byte aligned base and batch/token strides (cp.async of whole 8-element chunks)."""
+    return t.data_ptr() % 16 == 0 and t.stride(0) % 8 == 0 and t.stride(1) % 8 == 0
 
 
 def _as_f32(param: torch.Tensor, name: str, hv: int) -> torch.Tensor:
@@ -1735,6 +1884,9 @@ def _launch(
     batch = q.shape[0]
     cfg = launch_config(batch, HV, T, dev)
     bv, nprog = cfg["bv"], cfg["nprog"]
+    prefetch = cfg["prefetch"]
+    if prefetch >= 2 and not all(_rows_16b(t) for t in (q, k, v)):
+        prefetch = 1  # activation rows not 16-byte aligned: cp.async only the ring windows
     fn = compile_variant(
         T,
         H,
@@ -1748,7 +1900,7 @@ def _launch(
         mbp=cfg["mbp"],
         persist=nprog < batch,
         late=cfg["late"],
-        prefetch=bool(cfg["prefetch"]),
+        prefetch=prefetch,
     )
     gm = cute.AddressSpace.gmem
     io = cutlass.BFloat16 if IO_TORCH == torch.bfloat16 else cutlass.Float16

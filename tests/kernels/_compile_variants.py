@@ -41,7 +41,7 @@ def main() -> None:
             _DT[ring],
             bool(sr),
             persist=bool(persist),
-            prefetch=bool(prefetch),
+            prefetch=int(prefetch),
         )
         timings.append(round(time.time() - t0, 2))
     print(json.dumps({"compile_s": timings}))

@@ -131,6 +131,9 @@ def test_forced_bv_launch_bounds(arm: str, bv: str, mbp: str, late: str, monkeyp
         ("serving", "128", "0", "2", "1"),
         ("bf16", "128", "1", "3", "1"),
         ("serving", "16", "0", "2", "1"),
+        ("serving", "128", "0", "2", "2"),
+        ("bf16", "64", "1", "3", "2"),
+        ("serving", "32", "0", "4", "2"),
     ],
 )
 def test_persistent_rows(
@@ -144,6 +147,27 @@ def test_persistent_rows(
     monkeypatch.setenv("GDN_UCACHE_NPROG", nprog)
     monkeypatch.setenv("GDN_UCACHE_PREFETCH", prefetch)
     _run(arm, num_requests=7, pad_rows=2, num_k_heads=2, num_v_heads=4, num_tokens=4, steps=30)
+
+
+def test_persistent_prefetch_vllm_layout_graph(monkeypatch) -> None:
+    # packed q/k/v rows, a/b views, block-strided pools, a pad row, CUDA graph: the persistent
+    # kernel with every prefetch (state, windows, q/k/v, gates)
+    monkeypatch.setenv("GDN_UCACHE_BV", "128")
+    monkeypatch.setenv("GDN_UCACHE_PERSIST", "4")
+    monkeypatch.setenv("GDN_UCACHE_NPROG", "2")
+    monkeypatch.setenv("GDN_UCACHE_PREFETCH", "2")
+    _run(
+        "serving",
+        "vllm",
+        num_requests=5,
+        pad_rows=1,
+        num_k_heads=2,
+        num_v_heads=8,
+        num_tokens=4,
+        page_pad_elems=64,
+        cuda_graph=True,
+        steps=30,
+    )
 
 
 def test_forced_bv128_t8(monkeypatch) -> None:
