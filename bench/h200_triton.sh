@@ -6,7 +6,7 @@
 # Steps (each under its own timeout; hard wall budget 200 s in all):
 #   1. materialise patch 1's kernel file and vLLM test from patches/ into .gpu/series-vllm/
 #      (and, if .gpu/triton-v1.patch exists, the session-1 kernel into .gpu/series-vllm-v1/);
-#   2. the patch's vLLM kernel test on CUDA                                        (<= 45 s)
+#   2. the patch's vLLM kernel test on CUDA, 4 groups in parallel               (<= 45 s)
 #   3. a short conformance run of backend triton_vllm, serving arm                (<= 30 s)
 #   4. bench/bench_triton.py: parallel warm compile, launch-config sweep, then the full grid
 #      with the chosen configs vs flashinfer, ours and the HBM floor (the session-1 kernel
@@ -30,11 +30,11 @@ export GDN_SERIES_VLLM_ROOT="$PWD/.gpu/series-vllm"
 export GDN_TRITON_BASELINE_MODULE="$PWD/tests/series/triton_baseline_adapter.py"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
-# Three test groups in parallel processes: each Triton variant compiles on one core.
+# Four test groups in parallel processes: each Triton variant compiles on one core.
 t0=$SECONDS
 kernel_test=.gpu/series-vllm/tests/kernels/mamba/test_gdn_replayssm_spec_decode.py
 pids=()
-for group in qwen launch "not qwen and not launch"; do
+for group in qwen launch query_lengths "not qwen and not launch and not query_lengths"; do
     log="$out/vllm_kernel_tests.${group// /_}.log"
     timeout 45 python3 -m pytest -q -p tests.series.vllm_triton_shim -p no:cacheprovider \
         --noconftest --import-mode=importlib -k "$group" "$kernel_test" >"$log" 2>&1 &
