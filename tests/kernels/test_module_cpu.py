@@ -173,6 +173,8 @@ _VARIANTS_90 = (
     + [[4, 16, 32, bv, "bf16", "fp16", "fp16", 0] for bv in (16, 32, 128)]
     + [[4, 16, 64, 128, "bf16", "bf16", "bf16", 0], [4, 16, 48, 128, "fp16", "fp16", "fp16", 0]]
     + [[8, 16, 32, 128, "bf16", "bf16", "bf16", 1], [4, 16, 32, 128, "bf16", "fp16", "fp16", 1]]
+    # fp16 checkpoint with bf16 rings (state dtype != ring dtype: scores keep their own B copy)
+    + [[4, 16, 32, 128, "bf16", "fp16", "bf16", 0], [4, 16, 32, 64, "bf16", "bf16", "fp16", 0]]
     # late state loads and persistent CTAs (GDN_UCACHE_LATE / GDN_UCACHE_PERSIST)
     + [
         [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 1, 0],
