@@ -46,7 +46,9 @@ for pid in "${pids[@]}"; do
 done
 cat "$out"/vllm_kernel_tests.*.log >"$out/vllm_kernel_tests.log"
 echo "== kernel tests rc=$tests_rc $((SECONDS - t0)) s"
-grep -hE "passed|failed|error" "$out"/vllm_kernel_tests.*.log | tail -6
+for log in "$out"/vllm_kernel_tests.*.log; do
+    echo "   ${log##*/}: $(tail -n 1 "$log")"
+done
 
 t0=$SECONDS
 conf_rc=0
