@@ -57,15 +57,15 @@ k2)
   # conformance of the shipped defaults FIRST: #3's suite (serving + bf16, one process per unit, in
   # the background) and the kernel's own cases (forced BV / launch bounds / late / persistent)
   t0=$SECONDS
-  timeout 100 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k2" --backends ours \
-    --arms serving,bf16 --deadline-s 90 --jobs 10 >"$out/suite-k2.log" 2>&1 &
+  timeout 90 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k2" --backends ours \
+    --arms serving,bf16 --deadline-s 80 --jobs 10 >"$out/suite-k2.log" 2>&1 &
   suite_pid=$!
-  conformance k2 95 "not long_run and not 64bit"
+  conformance k2 88 "not long_run and not 64bit"
   wait "$suite_pid" || true
   tail -5 "$out/suite-k2.log"
   echo "# conformance (both) wall $((SECONDS - t0)) s"
   # the bench grid: ours (shipped defaults) vs flashinfer vs the frozen v3, one process
-  timeout 118 python3 bench/bench_ucache.py --out "$out" --reps 10 --tag bench-k2 \
+  timeout 125 python3 bench/bench_ucache.py --out "$out" --reps 8 --tag bench-k2 \
     --backends ours flashinfer --extra "ours_v3=kernels/gdn_ucache_flush_v3.py" "$@" 2>&1 |
     tee "$out/bench-k2.log" | grep -v '^#' || true
   ;;
