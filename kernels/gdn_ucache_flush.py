@@ -39,6 +39,13 @@ batches get 128 / BV times more CTAs; large batches make one pass over the state
   stochastic rounding).
 - Per value row (one thread): history term, residual, forward substitution for U, outputs, u-ring
   append. g and k rings are appended by one CTA per value head / key head.
+- Ring windows stay in their 16-bit dtype in shared memory (~28 KB per CTA at BV=128, T=4), so
+  registers, not shared memory, bound the CTAs per SM; launch_config() picks BV, launch bounds and
+  "late" state tiles (loaded at the projection instead of at entry: fewer live registers).
+- Persistent mode (launch_config: nprog < B programs along the batch): each CTA walks rows z0,
+  z0 + nprog, ...; the next row's cursors and first state tiles are loaded during the current row
+  and (prefetch 1/2) its ring windows, q/k/v rows and gates go into a second shared-memory buffer
+  by cp.async, so a row's work starts with its data on chip.
 
 Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
 - every T in 2..8 (num_speculative_tokens 1..7) runs natively, not only {4, 8};
@@ -51,9 +58,10 @@ Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
   flashinfer's 16-bit Tmat/QT/R); softplus uses a stable form (no overflow);
 - optional stochastic rounding of the folded checkpoint (GDN_UCACHE_STATE_SR=1, off by default).
 
-Instructions: mma.sync, ld/st.global (16-byte vectors), shfl, exit; no wgmma/tcgen05/TMA, so the
-same code compiles for sm_90a and sm_100a. Tested on: SM90 (H200: conformance and benchmark,
-2026-12-02, results/kernel/). SM100 (B200) is compile-checked only (CI builds sm_100a).
+Instructions: mma.sync, ld/st.global (16-byte vectors), cp.async, shfl, exit; no
+wgmma/tcgen05/TMA, so the same code compiles for sm_90a and sm_100a. Tested on: SM90 (H200:
+conformance and benchmark, 2026-12-02, results/kernel/). SM100 (B200) is compile-checked only (CI
+builds sm_100a).
 """
 
 import os
