@@ -33,8 +33,8 @@ k1)
   # config sweep, cold L2, serving arm: v4 knobs vs v3 as run in session 1
   timeout 76 python3 bench/knockout.py --arm serving --hv 32 64 --batch 256 128 32 8 1 \
     --flush 0 20 100 --reps 10 --budget-s 62 --json "$out/sweep-k1.json" --modules "$V4" "$V3" \
-    --variants v3:base v4:base v4:bv128+mbp5 v4:bv128+late1+mbp5 v4:bv128+late1+mbp6 \
-    v4:bv128+late1+mbp7 v4:bv64 v4:bv64+mbp6 v4:bv64+mbp7 v4:bv32 v4:bv16 2>&1 |
+    --variants v3:base v4:base v4:bv128+late3+mbp7 v4:bv128+late1+mbp5 v4:bv128+late1+mbp6 \
+    v4:bv128+late1+mbp7 v4:bv128+late3+mbp6 v4:bv64 v4:bv64+mbp7 v4:bv32 v4:bv16 2>&1 |
     tee "$out/sweep-k1.log" | grep -v '^# v' || true
   # persistent CTAs in their own process (a fault there cannot take the sweep above with it)
   timeout 32 python3 bench/knockout.py --arm serving --hv 32 --batch 256 128 32 --flush 0 20 100 \

@@ -6,7 +6,8 @@ process times several kernel files (`--modules NAME=PATH`) under many configs on
 
 Variant names: a named one from VARIANTS, or knobs joined by '+': bv{16,32,64,128} (rows per
 CTA, GDN_UCACHE_BV), mbp{0..8} (launch bounds: min CTAs per SM, GDN_UCACHE_MBP; 0 = none),
-late{0,1,2} (state tiles per warp loaded only at the projection, GDN_UCACHE_LATE),
+late{0,1,2,3} (state tiles per warp loaded only at the projection, 3 = the second one only after
+the first one's work; GDN_UCACHE_LATE),
 persist{N} (persistent CTAs, N per SM, GDN_UCACHE_PERSIST), nprog{N} (force N programs), pf/pf2
 (persistent: cp.async prefetch of the next row's windows / also its q/k/v and gates),
 no_{proj,epi,fold} and no_all (timing knock-outs, GDN_UCACHE_SKIP: results are wrong on purpose),

@@ -590,7 +590,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.bsmem = bsmem
             # state tiles per warp whose loads wait until the projection phase (fewer registers
             # live through the prologue; their latency overlaps the first tile's MMAs)
-            self.late = min(late, self.TILES_PER_WARP)
+            # late=3: one deferred tile, loaded only after the previous tile's projection and fold
+            # (fewest live registers; its load latency is then exposed)
+            self.late_seq = late == 3
+            self.late = min(1 if late == 3 else late, self.TILES_PER_WARP)
             self.mbp = mbp
             # persistent CTAs: grid z = nprog < B programs, each walking rows z0, z0 + nprog, ...
             # and prefetching the next row's cursors and state tiles during the current row
@@ -1125,16 +1128,24 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         )
 
                     # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ---------
-                    for ti in cutlass.range_constexpr(n_early, self.TILES_PER_WARP):
-                        sa_tiles.append(
-                            load_state_tile(st_head, v0, warp, ti, self.NTILE, g4, c4, skip_state)
-                        )
+                    if cutlass.const_expr(not self.late_seq):
+                        for ti in cutlass.range_constexpr(n_early, self.TILES_PER_WARP):
+                            sa_tiles.append(
+                                load_state_tile(
+                                    st_head, v0, warp, ti, self.NTILE, g4, c4, skip_state
+                                )
+                            )
                     for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
                         tile = warp + 4 * ti
                         if tile < self.NTILE:
                             lr0 = tile * 16 + g4
                             rows = (lr0, lr0 + 8)
-                            sa = sa_tiles[ti]
+                            if cutlass.const_expr(self.late_seq and ti >= n_early):
+                                sa = load_state_tile(
+                                    st_head, v0, warp, ti, self.NTILE, g4, c4, skip_state
+                                )
+                            else:
+                                sa = sa_tiles[ti]
                             for nt in cutlass.range_constexpr(NXP // 8):
                                 # four independent accumulator chains (k-step parity x hi/lo): the
                                 # MMA latency chain is 4 deep instead of 16

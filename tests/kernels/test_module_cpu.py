@@ -178,6 +178,7 @@ _VARIANTS_90 = (
     # late state loads and persistent CTAs (GDN_UCACHE_LATE / GDN_UCACHE_PERSIST)
     + [
         [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 1, 0],
+        [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 3, 0],
         [4, 16, 64, 128, "bf16", "fp16", "fp16", 0, 1, 1],
     ]
     + [
