@@ -167,13 +167,14 @@ def warm_compile(args: argparse.Namespace) -> None:
     import concurrent.futures
     import multiprocessing
 
-    configs = ["default", *args.configs] + (["v1"] if args.v1_root else [])
+    configs = ["v1"] if args.only_v1 else ["default", *args.configs]
+    configs += ["v1"] if args.v1_root and not args.only_v1 else []
     tasks = [
         (args.H, args.T, hv, ckpt, config)
         for hv in dict.fromkeys([*args.sweep_hv, *args.hv])
         for ckpt in ("float32", "float16")
         for config in configs
-        if config != "v1" or hv in args.sweep_hv
+        if config != "v1" or args.only_v1 or hv in args.sweep_hv
     ]
     t0 = time.time()
     ctx = multiprocessing.get_context("spawn")
@@ -494,6 +495,12 @@ def main() -> int:
         help="BLOCK_V,BLOCK_K,WARPS,STAGES[,MAXNREG]",
     )
     ap.add_argument("--no-sweep", action="store_true", help="grid with the op's default table")
+    ap.add_argument(
+        "--only-v1",
+        action="store_true",
+        help="time only the session-1 kernel (--v1-root) in the Triton columns, e.g. after the "
+        "series' kernel failed its GPU tests (a faulting kernel would poison the CUDA context)",
+    )
     ap.add_argument("--v1-root", type=Path, default=None, help="tree with the session-1 op file")
     ap.add_argument("--warm-workers", type=int, default=12, help="0: compile lazily")
     ap.add_argument("--warm-timeout-s", type=float, default=70.0)
@@ -520,14 +527,18 @@ def main() -> int:
             print(f"# warm compile stopped: {type(exc).__name__}: {exc}", flush=True)
     scrub = torch.ones((256 << 20) // 4, device="cuda")
     chosen: dict[str, Config] = {}
-    if not args.no_sweep:
+    if args.only_v1 and v1 is None:
+        print("--only-v1 needs --v1-root with the session-1 op file", file=sys.stderr)
+        return 1
+    if not args.no_sweep and not args.only_v1:
         chosen, rows = sweep(args, triton, v1, scrub)
         print(f"# sweep wall {time.time() - t_start:.1f} s", flush=True)
         if args.out:
             write_sweep(args, rows, chosen)
     grid_arm, args.triton_kernel = triton, "patch 1 (this series)"
-    if not args.no_sweep and not chosen and v1 is not None:
+    if args.only_v1 or (not args.no_sweep and not chosen and v1 is not None):
         # The series' kernel failed at every sweep point: time the session-1 kernel instead.
+        assert v1 is not None
         grid_arm, args.triton_kernel = v1, "v1 (session-1 kernel; the series' kernel failed)"
         print(f"# grid Triton columns: {args.triton_kernel}", flush=True)
     results = grid(args, handles, grid_arm, chosen, scrub, t_start)
