@@ -54,20 +54,67 @@ k1)
     --variants v3:base v4:base v4:bv32 v4:bv64 2>&1 | tee "$out/warm-b1-k1.log" || true
   ;;
 k2)
-  # conformance of the shipped defaults FIRST: #3's suite (serving + bf16, one process per unit, in
-  # the background) and the kernel's own cases (forced BV / launch bounds / late / persistent)
+  # 1. conformance FIRST, five processes at once (GPU-light, CPU-heavy compiles): #3's suite on the
+  #    shipped defaults (serving + bf16), every launch-config candidate in both arms, and the rest
+  #    of the kernel's own cases
   t0=$SECONDS
-  timeout 90 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k2" --backends ours \
-    --arms serving,bf16 --deadline-s 80 --jobs 10 >"$out/suite-k2.log" 2>&1 &
-  suite_pid=$!
-  conformance k2 88 "not long_run and not 64bit"
-  wait "$suite_pid" || true
-  tail -5 "$out/suite-k2.log"
-  echo "# conformance (both) wall $((SECONDS - t0)) s"
-  # the bench grid: ours (shipped defaults) vs flashinfer vs the frozen v3, one process
-  timeout 125 python3 bench/bench_ucache.py --out "$out" --reps 8 --tag bench-k2 \
-    --backends ours flashinfer --extra "ours_v3=kernels/gdn_ucache_flush_v3.py" "$@" 2>&1 |
-    tee "$out/bench-k2.log" | grep -v '^#' || true
+  timeout 85 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k2" --backends ours \
+    --arms serving,bf16 --deadline-s 75 --jobs 8 >"$out/suite-k2.log" 2>&1 &
+  pids=($!)
+  for part in "candidate and serving" "candidate and bf16" "not candidate and not long_run and not 64bit"; do
+    tag=${part%% *}-${part##* }
+    tag=${tag// /}
+    GDN_CONFORMANCE_OUT=$out/conformance-$tag.json timeout 85 python3 -m pytest \
+      tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
+      -k "$part" >"$out/conformance-$tag.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || true; done
+  tail -3 "$out/suite-k2.log"
+  for f in "$out"/conformance-*.log; do
+    echo "== $(basename "$f"): $(grep -cE ' PASSED' "$f") passed, $(grep -cE ' FAILED| ERROR' "$f") failed"
+    grep -E ' FAILED| ERROR' "$f" | sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' |
+      cut -c1-120 | head -12 || true
+  done
+  echo "# conformance wall $((SECONDS - t0)) s"
+  # 2. candidates that passed in BOTH arms (a candidate that failed or never ran is not timed);
+  #    read from the -v logs, which survive a timeout
+  mapfile -t passed < <(python3 - "$out/conformance-candidate-serving.log" \
+    "$out/conformance-candidate-bf16.log" <<'PY'
+import re, sys
+ok = None
+for path in sys.argv[1:]:
+    try:
+        text = open(path).read()
+    except OSError:
+        text = ""
+    good = set(re.findall(r"::test_candidate\[\w+-(\S+)\] PASSED", text))
+    ok = good if ok is None else ok & good
+for name in sorted(ok or ()):
+    print(name)
+PY
+  )
+  echo "# candidates proven in both arms: ${passed[*]:-none}"
+  variants=(v3:base)
+  for c in "${passed[@]}"; do variants+=("v4:$c"); done
+  # 3. timing, serving arm: every proven candidate, flashinfer and v3 in one process (cold L2)
+  left=$((222 - (SECONDS - t_all)))
+  timeout $((left * 64 / 100)) python3 bench/knockout.py --arm serving --hv 32 64 48 \
+    --batch 256 128 32 8 1 --flush 0 20 100 --reps 8 --budget-s $((left * 64 / 100 - 22)) \
+    --json "$out/sweep-serving.json" --backends flashinfer --modules "$V4" "$V3" \
+    --variants "${variants[@]}" 2>&1 | tee "$out/sweep-serving.log" | grep -v '^# v' || true
+  # 4. timing, bf16 arm: flashinfer and the proven candidates most likely to win
+  bf=()
+  for c in "${passed[@]}"; do
+    case $c in base | bv32 | bv64+mbp7 | bv128+late3+mbp7 | bv128+late1+mbp7 | bv128+persist4+pf2) bf+=("v4:$c") ;; esac
+  done
+  left=$((224 - (SECONDS - t_all)))
+  if ((left > 25 && ${#bf[@]} > 0)); then
+    timeout "$left" python3 bench/knockout.py --arm bf16 --hv 32 64 48 --batch 256 128 32 8 1 \
+      --flush 0 20 100 --reps 8 --budget-s $((left - 20)) --json "$out/sweep-bf16.json" \
+      --backends flashinfer --modules "$V4" --variants "${bf[@]}" 2>&1 |
+      tee "$out/sweep-bf16.log" | grep -v '^# v' || true
+  fi
   ;;
 conformance | all)
   conformance all 200 ""

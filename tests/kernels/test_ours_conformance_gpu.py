@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.knockout import CANDIDATES, KNOBS, variant_env
 from kernels.reference.backends import get_backend
 from kernels.reference.harness import ConformanceHarness, HarnessConfig
 
@@ -42,6 +43,36 @@ def _dump_reports():
 
 
 ARMS = ["serving", "bf16", "fp16_io"]
+
+
+@pytest.mark.parametrize("cand", CANDIDATES)
+@pytest.mark.parametrize("arm", ["serving", "bf16"])
+def test_candidate(arm: str, cand: str, monkeypatch) -> None:
+    # Every launch configuration that may become a default (bench/knockout.py CANDIDATES), with
+    # pad rows and a GQA group; persistent ones walk several rows per CTA (2 programs) and also run
+    # the vLLM layout (packed q/k/v, a/b views, block-strided pools) under a CUDA graph.
+    for knob in KNOBS:
+        monkeypatch.delenv(knob, raising=False)
+    env = variant_env(cand)
+    for knob, value in env.items():
+        monkeypatch.setenv(knob, value)
+    persistent = "GDN_UCACHE_PERSIST" in env
+    if persistent:
+        monkeypatch.setenv("GDN_UCACHE_NPROG", "2")
+    _run(arm, num_requests=7, pad_rows=2, num_k_heads=2, num_v_heads=4, num_tokens=4, steps=30)
+    if persistent:
+        _run(
+            arm,
+            "vllm",
+            num_requests=5,
+            pad_rows=1,
+            num_k_heads=2,
+            num_v_heads=8,
+            num_tokens=4,
+            page_pad_elems=64,
+            cuda_graph=True,
+            steps=20,
+        )
 
 
 @pytest.mark.parametrize("arm", ARMS)
