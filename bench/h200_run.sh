@@ -61,9 +61,12 @@ k2)
   timeout 85 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k2" --backends ours \
     --arms serving,bf16 --deadline-s 75 --jobs 8 >"$out/suite-k2.log" 2>&1 &
   pids=($!)
-  for part in "candidate and serving" "candidate and bf16" "not candidate and not long_run and not 64bit"; do
-    tag=${part%% *}-${part##* }
-    tag=${tag// /}
+  parts=("candidate and serving" "candidate and bf16"
+    "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
+    "compact_gqa or vllm_layout or persistent or forced_bv128_t8")
+  for i in "${!parts[@]}"; do
+    part=${parts[$i]}
+    tag=$([[ $i -lt 2 ]] && echo "candidate-${part##* }" || echo "cases$i")
     GDN_CONFORMANCE_OUT=$out/conformance-$tag.json timeout 85 python3 -m pytest \
       tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
       -k "$part" >"$out/conformance-$tag.log" 2>&1 &
