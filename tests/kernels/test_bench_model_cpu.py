@@ -82,3 +82,34 @@ def test_launch_config_knobs(kmod, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GDN_UCACHE_LATE", "1")
     cfg = kmod.launch_config(256, 32, 4, cpu)
     assert (cfg["mbp"], cfg["late"]) == (6, 1)
+
+
+def test_tuned_table_lookup(kmod, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.knockout import CANDIDATES, KNOBS
+
+    for var in KNOBS:
+        monkeypatch.delenv(var, raising=False)
+    # every candidate name parses in the kernel file exactly as the bench's variant_env sets it
+    for name in CANDIDATES:
+        knobs = kmod._config_knobs(name)
+        assert set(knobs) <= {"bv", "mbp", "late", "persist", "prefetch"}
+    assert kmod._config_knobs("bv128+late3+mbp7") == {"bv": 128, "late": 3, "mbp": 7}
+    assert kmod._config_knobs("bv128+persist4+pf2") == {"bv": 128, "persist": 4, "prefetch": 2}
+    with pytest.raises(ValueError, match="knob"):
+        kmod._config_knobs("bv128+warp9")
+    cpu = torch.device("cpu")
+    table = {32: {1: "bv16", 8: "bv64+mbp7", 128: "bv128+late3+mbp7"}, 64: {1: "bv32"}}
+    monkeypatch.setattr(kmod, "_TUNED_T4", table)
+    assert kmod._tuned(200, 32, 4) == {"bv": 128, "late": 3, "mbp": 7}  # largest B <= 200
+    assert kmod._tuned(20, 32, 4) == {"bv": 64, "mbp": 7}
+    assert kmod._tuned(256, 56, 4) == {"bv": 32}  # nearest HV
+    assert kmod._tuned(256, 32, 8) == {}  # measured at T=4 only
+    cfg = kmod.launch_config(256, 32, 4, cpu)
+    assert (cfg["bv"], cfg["mbp"], cfg["late"], cfg["nprog"]) == (128, 7, 3, 256)
+    monkeypatch.setenv("GDN_UCACHE_BV", "64")  # any knob set: the table is ignored
+    assert kmod._tuned(256, 32, 4) == {}
+    assert kmod.launch_config(256, 32, 4, cpu)["bv"] == 64
+    monkeypatch.delenv("GDN_UCACHE_BV")
+    monkeypatch.setattr(kmod, "_TUNED_T4", {32: {1: "bv128+persist4+pf2"}})
+    cfg = kmod.launch_config(256, 32, 4, cpu)
+    assert (cfg["nprog"], cfg["mbp"], cfg["prefetch"]) == (16, 4, 2)
