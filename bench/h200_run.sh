@@ -58,8 +58,8 @@ k2)
   #    shipped defaults (serving + bf16), every launch-config candidate in both arms, and the rest
   #    of the kernel's own cases
   t0=$SECONDS
-  timeout 85 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k2" --backends ours \
-    --arms serving,bf16 --deadline-s 75 --jobs 8 >"$out/suite-k2.log" 2>&1 &
+  timeout 70 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k2" --backends ours \
+    --arms serving,bf16 --deadline-s 62 --jobs 8 --max-steps 300 >"$out/suite-k2.log" 2>&1 &
   pids=($!)
   parts=("candidate and serving" "candidate and bf16"
     "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
@@ -67,7 +67,7 @@ k2)
   for i in "${!parts[@]}"; do
     part=${parts[$i]}
     tag=$([[ $i -lt 2 ]] && echo "candidate-${part##* }" || echo "cases$i")
-    GDN_CONFORMANCE_OUT=$out/conformance-$tag.json timeout 85 python3 -m pytest \
+    GDN_CONFORMANCE_OUT=$out/conformance-$tag.json timeout 70 python3 -m pytest \
       tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
       -k "$part" >"$out/conformance-$tag.log" 2>&1 &
     pids+=($!)
@@ -98,25 +98,45 @@ for name in sorted(ok or ()):
 PY
   )
   echo "# candidates proven in both arms: ${passed[*]:-none}"
-  variants=(v3:base)
-  for c in "${passed[@]}"; do variants+=("v4:$c"); done
-  # 3. timing, serving arm: every proven candidate, flashinfer and v3 in one process (cold L2)
-  left=$((222 - (SECONDS - t_all)))
-  timeout $((left * 64 / 100)) python3 bench/knockout.py --arm serving --hv 32 64 48 \
-    --batch 256 128 32 8 1 --flush 0 20 100 --reps 8 --budget-s $((left * 64 / 100 - 22)) \
-    --json "$out/sweep-serving.json" --backends flashinfer --modules "$V4" "$V3" \
-    --variants "${variants[@]}" 2>&1 | tee "$out/sweep-serving.log" | grep -v '^# v' || true
-  # 4. timing, bf16 arm: flashinfer and the proven candidates most likely to win
-  bf=()
+  # 3. timing (cold L2, CUDA-graph replay): flashinfer, the frozen v3 and every proven candidate,
+  #    one process per arm; persistent candidates in processes of their own (a fault there
+  #    cannot take the other columns with it). Budgets follow the time left.
+  plain=(v3:base)
+  pers=()
+  bfp=()
+  bfx=()
   for c in "${passed[@]}"; do
-    case $c in base | bv32 | bv64+mbp7 | bv128+late3+mbp7 | bv128+late1+mbp7 | bv128+persist4+pf2) bf+=("v4:$c") ;; esac
+    if [[ $c == *persist* ]]; then pers+=("v4:$c"); else plain+=("v4:$c"); fi
+    case $c in
+    base | bv32 | bv64+mbp7 | bv128+late3+mbp7 | bv128+late1+mbp7) bfp+=("v4:$c") ;;
+    bv128+persist4+pf2) bfx+=("v4:$c") ;;
+    esac
   done
-  left=$((224 - (SECONDS - t_all)))
-  if ((left > 25 && ${#bf[@]} > 0)); then
-    timeout "$left" python3 bench/knockout.py --arm bf16 --hv 32 64 48 --batch 256 128 32 8 1 \
-      --flush 0 20 100 --reps 8 --budget-s $((left - 20)) --json "$out/sweep-bf16.json" \
-      --backends flashinfer --modules "$V4" --variants "${bf[@]}" 2>&1 |
-      tee "$out/sweep-bf16.log" | grep -v '^# v' || true
+  sweep() { # $1 = tag, $2 = share of the time left (percent), $3 = end reserve (s), rest = args
+    local tag=$1 share=$2 reserve=$3
+    shift 3
+    local left=$((224 - (SECONDS - t_all)))
+    local lim=$((left * share / 100))
+    if ((lim < 20)); then
+      echo "# $tag: skipped (${left} s left)"
+      return 0
+    fi
+    timeout "$lim" python3 bench/knockout.py --reps 8 --flush 0 20 100 --budget-s $((lim - reserve)) \
+      --json "$out/sweep-$tag.json" "$@" 2>&1 | tee "$out/sweep-$tag.log" | grep -v '^# v' || true
+  }
+  sweep serving 52 20 --arm serving --hv 32 64 48 --batch 256 128 32 8 1 \
+    --backends flashinfer --modules "$V4" "$V3" --variants "${plain[@]}"
+  if ((${#pers[@]})); then
+    sweep serving-persistent 40 12 --arm serving --hv 32 64 48 --batch 256 128 32 \
+      --modules "$V4" --variants "${pers[@]}"
+  fi
+  if ((${#bfp[@]})); then
+    sweep bf16 75 15 --arm bf16 --hv 32 64 48 --batch 256 128 32 8 1 \
+      --backends flashinfer --modules "$V4" --variants "${bfp[@]}"
+  fi
+  if ((${#bfx[@]})); then
+    sweep bf16-persistent 100 8 --arm bf16 --hv 32 64 --batch 256 128 32 \
+      --modules "$V4" --variants "${bfx[@]}"
   fi
   ;;
 conformance | all)

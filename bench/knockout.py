@@ -128,15 +128,26 @@ def choose(rows: list[dict[str, Any]], module: str = "v4") -> dict[tuple[int, in
 
 
 def report(paths: list[Path], out: Path, tag: str) -> int:
-    """Turn sweep JSONs (first = the arm that decides) into bench-style JSON/markdown/PNG: ours =
-    the chosen v4 candidate per (HV, B), flashinfer and v3 as timed in the same process."""
+    """Turn sweep JSONs into bench-style JSON/markdown/PNG. Rows of the same (arm, HV, B, flush)
+    from several files are merged; the serving arm decides the configuration per (HV, B) (ours =
+    the chosen v4 candidate), flashinfer and v3 as timed in the same process."""
     from bench.bench_ucache import plot
 
-    sweeps = [json.loads(p.read_text()) for p in paths]
-    chosen = choose(sweeps[0]["rows"])
+    merged: dict[tuple, dict[str, Any]] = {}
+    for p in paths:
+        for r in json.loads(p.read_text())["rows"]:
+            key = (r["arm"], r["HV"], r["B"], r["flush_pct"])
+            row = merged.setdefault(key, {**r, "us": {}})
+            row["us"].update(r["us"])
+    rows_all = list(merged.values())
+    arms = sorted({r["arm"] for r in rows_all}, key=lambda a: (a != "serving", a))
+    chosen = choose([r for r in rows_all if r["arm"] == arms[0]])
     results = []
-    for sweep in sweeps:
-        for r in sweep["rows"]:
+    for arm in arms:
+        for r in sorted(
+            (r for r in rows_all if r["arm"] == arm),
+            key=lambda r: (r["HV"], r["B"], r["flush_pct"]),
+        ):
             us = r["us"]
             pick = chosen.get((r["HV"], r["B"]))
             row = {k: r[k] for k in ("arm", "HV", "B", "flush_pct", "floor_us")}
@@ -185,9 +196,11 @@ def report(paths: list[Path], out: Path, tag: str) -> int:
     except Exception as exc:
         print(f"# plot failed: {exc!r}")
     print("\n".join(md))
-    print("# chosen launch configs per (HV, B):")
-    for key in sorted(chosen):
-        print(f"#   {key}: {chosen[key]}")
+    table: dict[int, dict[int, str]] = {}
+    for (hv, b), name in sorted(chosen.items()):
+        table.setdefault(hv, {})[b] = name
+    print("# chosen launch configs per (HV, B), as kernels/gdn_ucache_flush.py's _TUNED_T4:")
+    print(f"_TUNED_T4 = {table!r}")
     return 0
 
 
