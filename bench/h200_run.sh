@@ -58,9 +58,12 @@ k2)
   #    shipped defaults (serving + bf16), every launch-config candidate in both arms, and the rest
   #    of the kernel's own cases
   t0=$SECONDS
-  timeout 70 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k2" --backends ours \
-    --arms serving,bf16 --deadline-s 62 --jobs 8 --max-steps 300 >"$out/suite-k2.log" 2>&1 &
-  pids=($!)
+  # (own process group: its unit processes are ended with it, never left running into the timing)
+  setsid timeout 70 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k2" \
+    --backends ours --arms serving,bf16 --deadline-s 52 --jobs 8 --max-steps 300 \
+    >"$out/suite-k2.log" 2>&1 &
+  suite_pid=$!
+  pids=("$suite_pid")
   parts=("candidate and serving" "candidate and bf16"
     "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
     "compact_gqa or vllm_layout or persistent or forced_bv128_t8")
@@ -73,6 +76,7 @@ k2)
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || true; done
+  kill -- -"$suite_pid" 2>/dev/null || true
   tail -3 "$out/suite-k2.log"
   for f in "$out"/conformance-*.log; do
     echo "== $(basename "$f"): $(grep -cE ' PASSED' "$f") passed, $(grep -cE ' FAILED| ERROR' "$f") failed"
