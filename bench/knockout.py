@@ -61,15 +61,12 @@ CANDIDATES = (
     "bv128",
     "bv128+late3+mbp7",
     "bv128+late3+mbp6",
-    "bv128+late1+mbp6",
     "bv128+late1+mbp7",
     "bv64+mbp7",
-    "bv64",
     "bv32",
     "bv16",
     "bv128+persist4+pf2",
     "bv128+late1+persist4+pf2",
-    "bv128+persist4",
 )
 
 KNOBS = (
