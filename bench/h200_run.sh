@@ -15,7 +15,11 @@ source .gpu/env.sh
 t_all=$SECONDS
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv,noheader
 python3 -c "import cutlass, torch; print('cutlass ok; torch', torch.__version__)"
-V4=v4=kernels/gdn_ucache_flush.py
+# v4 = the next version (kernels/gdn_ucache_flush_v4.py until proven here; then it becomes the
+# shipped kernels/gdn_ucache_flush.py), v3 = the frozen last GPU-proven version
+V4FILE=kernels/gdn_ucache_flush_v4.py
+[[ -f $V4FILE ]] || V4FILE=kernels/gdn_ucache_flush.py
+V4=v4=$V4FILE
 V3=v3=kernels/gdn_ucache_flush_v3.py
 
 conformance() {  # $1 = tag, $2 = seconds, $3 = pytest -k expression ("" = all), env: module
@@ -54,9 +58,10 @@ k1)
     --variants v3:base v4:base v4:bv32 v4:bv64 2>&1 | tee "$out/warm-b1-k1.log" || true
   ;;
 k2)
-  # 1. conformance FIRST, five processes at once (GPU-light, CPU-heavy compiles): #3's suite on the
-  #    shipped defaults (serving + bf16), every launch-config candidate in both arms, and the rest
-  #    of the kernel's own cases
+  # 1. conformance FIRST, five processes at once (GPU-light, CPU-heavy compiles) of the v4 file:
+  #    #3's suite on its defaults (serving + bf16), every launch-config candidate in both arms, and
+  #    the rest of the kernel's own cases
+  export GDN_UCACHE_OURS_MODULE=$V4FILE
   t0=$SECONDS
   # (own process group: its unit processes are ended with it, never left running into the timing)
   setsid timeout 70 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k2" \
@@ -83,7 +88,8 @@ k2)
     grep -E ' FAILED| ERROR' "$f" | sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' |
       cut -c1-120 | head -12 || true
   done
-  echo "# conformance wall $((SECONDS - t0)) s"
+  echo "# conformance ($V4FILE) wall $((SECONDS - t0)) s"
+  unset GDN_UCACHE_OURS_MODULE
   # 2. candidates that passed in BOTH arms (a candidate that failed or never ran is not timed);
   #    read from the -v logs, which survive a timeout
   mapfile -t passed < <(python3 - "$out/conformance-candidate-serving.log" \

@@ -2,6 +2,7 @@
 
 Run in a subprocess (the CuTe-DSL environment is read when cutlass is imported):
     CUTE_DSL_ARCH=sm_90a CUTE_DSL_KEEP=ptx CUTE_DSL_DUMP_DIR=DIR \
+        [GDN_UCACHE_KERNEL_FILE=kernels/gdn_ucache_flush_v4.py] \
         python tests/kernels/_compile_variants.py '[[T, H, HV, BV, io, st, ring, sr], ...]'
 (optionally up to three more entries per variant: late state tiles (GDN_UCACHE_LATE), persistent
 0/1, window prefetch 0/1)
@@ -17,9 +18,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import importlib.util  # noqa: E402
+
 import torch  # noqa: E402
 
-from kernels import gdn_ucache_flush as kmod  # noqa: E402
+# the kernel file under test (default: the shipped one)
+_PATH = Path(
+    os.environ.get(
+        "GDN_UCACHE_KERNEL_FILE",
+        Path(__file__).resolve().parents[2] / "kernels" / "gdn_ucache_flush.py",
+    )
+)
+_SPEC = importlib.util.spec_from_file_location("gdnu_compile_under_test", _PATH)
+kmod = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(kmod)
 
 _DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -28,21 +40,13 @@ def main() -> None:
     variants = json.loads(sys.argv[1])
     timings = []
     for T, H, HV, BV, io, st, ring, sr, *knobs in variants:
-        late, persist, prefetch = (list(knobs) + [0, 0, 0])[:3]
-        os.environ["GDN_UCACHE_LATE"] = str(late)
+        extra = {}
+        if knobs:  # the next version's knobs (late tiles, persistent CTAs, prefetch level)
+            late, persist, prefetch = (list(knobs) + [0, 0, 0])[:3]
+            os.environ["GDN_UCACHE_LATE"] = str(late)
+            extra = {"persist": bool(persist), "prefetch": int(prefetch)}
         t0 = time.time()
-        kmod.compile_variant(
-            T,
-            H,
-            HV,
-            BV,
-            _DT[io],
-            _DT[st],
-            _DT[ring],
-            bool(sr),
-            persist=bool(persist),
-            prefetch=int(prefetch),
-        )
+        kmod.compile_variant(T, H, HV, BV, _DT[io], _DT[st], _DT[ring], bool(sr), **extra)
         timings.append(round(time.time() - t0, 2))
     print(json.dumps({"compile_s": timings}))
 

@@ -11,6 +11,8 @@ import torch
 from bench.bench_ucache import HBM_BYTES_PER_S, floor_bytes
 
 KERNEL = Path(__file__).resolve().parents[2] / "kernels" / "gdn_ucache_flush.py"
+# the next version (launch_config, persistent CTAs) until it replaces the shipped file
+NEXT = KERNEL.with_name("gdn_ucache_flush_v4.py")
 
 
 def test_floor_matches_kernel_spec_tables() -> None:
@@ -30,12 +32,21 @@ def test_floor_matches_kernel_spec_tables() -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def kmod():
-    spec = importlib.util.spec_from_file_location("gdnu_heuristics", KERNEL)
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def kmod():
+    return _load(KERNEL, "gdnu_heuristics")
+
+
+@pytest.fixture(scope="module")
+def knext():
+    return _load(NEXT if NEXT.exists() else KERNEL, "gdnu_heuristics_next")
 
 
 def test_bv_heuristic(kmod, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,65 +62,65 @@ def test_bv_heuristic(kmod, monkeypatch: pytest.MonkeyPatch) -> None:
         kmod._pick_bv(1, 32, cpu)
 
 
-def test_persistent_programs(kmod, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_persistent_programs(knext, monkeypatch: pytest.MonkeyPatch) -> None:
     cpu = torch.device("cpu")
     for var in ("GDN_UCACHE_PERSIST", "GDN_UCACHE_NPROG"):
         monkeypatch.delenv(var, raising=False)
-    assert kmod._persistent_programs(256, 32, 128, cpu) == 256  # off: one row per CTA
+    assert knext._persistent_programs(256, 32, 128, cpu) == 256  # off: one row per CTA
     monkeypatch.setenv("GDN_UCACHE_PERSIST", "4")
     # 4 x 132 CTAs / 32 heads = 16 programs; 256 rows split evenly: 16 rows each
-    assert kmod._persistent_programs(256, 32, 128, cpu) == 16
+    assert knext._persistent_programs(256, 32, 128, cpu) == 16
     # programs walk rows z0, z0 + nprog, ...: they differ by at most one row, and all of them are
     # resident at once (nprog * HV * 128 / BV <= 4 CTAs x 132 SMs)
     for batch in (17, 100, 255, 256, 1000):
         for hv, bv in ((32, 128), (64, 64), (48, 128)):
-            nprog = kmod._persistent_programs(batch, hv, bv, cpu)
+            nprog = knext._persistent_programs(batch, hv, bv, cpu)
             assert 1 <= nprog <= batch
             if nprog < batch:
                 assert nprog * hv * (128 // bv) <= 4 * 132
-    assert kmod._persistent_programs(8, 32, 128, cpu) == 8  # small batch: not persistent
+    assert knext._persistent_programs(8, 32, 128, cpu) == 8  # small batch: not persistent
     monkeypatch.setenv("GDN_UCACHE_NPROG", "2")
-    assert kmod._persistent_programs(7, 4, 16, cpu) == 2
+    assert knext._persistent_programs(7, 4, 16, cpu) == 2
 
 
-def test_launch_config_knobs(kmod, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_launch_config_knobs(knext, monkeypatch: pytest.MonkeyPatch) -> None:
     cpu = torch.device("cpu")
     for var in ("GDN_UCACHE_BV", "GDN_UCACHE_MBP", "GDN_UCACHE_LATE", "GDN_UCACHE_PERSIST"):
         monkeypatch.delenv(var, raising=False)
-    cfg = kmod.launch_config(256, 32, 4, cpu)
+    cfg = knext.launch_config(256, 32, 4, cpu)
     assert cfg["bv"] == 128 and cfg["nprog"] == 256
     monkeypatch.setenv("GDN_UCACHE_MBP", "6")
     monkeypatch.setenv("GDN_UCACHE_LATE", "1")
-    cfg = kmod.launch_config(256, 32, 4, cpu)
+    cfg = knext.launch_config(256, 32, 4, cpu)
     assert (cfg["mbp"], cfg["late"]) == (6, 1)
 
 
-def test_tuned_table_lookup(kmod, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tuned_table_lookup(knext, monkeypatch: pytest.MonkeyPatch) -> None:
     from bench.knockout import CANDIDATES, KNOBS
 
     for var in KNOBS:
         monkeypatch.delenv(var, raising=False)
     # every candidate name parses in the kernel file exactly as the bench's variant_env sets it
     for name in CANDIDATES:
-        knobs = kmod._config_knobs(name)
+        knobs = knext._config_knobs(name)
         assert set(knobs) <= {"bv", "mbp", "late", "persist", "prefetch"}
-    assert kmod._config_knobs("bv128+late3+mbp7") == {"bv": 128, "late": 3, "mbp": 7}
-    assert kmod._config_knobs("bv128+persist4+pf2") == {"bv": 128, "persist": 4, "prefetch": 2}
+    assert knext._config_knobs("bv128+late3+mbp7") == {"bv": 128, "late": 3, "mbp": 7}
+    assert knext._config_knobs("bv128+persist4+pf2") == {"bv": 128, "persist": 4, "prefetch": 2}
     with pytest.raises(ValueError, match="knob"):
-        kmod._config_knobs("bv128+warp9")
+        knext._config_knobs("bv128+warp9")
     cpu = torch.device("cpu")
     table = {32: {1: "bv16", 8: "bv64+mbp7", 128: "bv128+late3+mbp7"}, 64: {1: "bv32"}}
-    monkeypatch.setattr(kmod, "_TUNED_T4", table)
-    assert kmod._tuned(200, 32, 4) == {"bv": 128, "late": 3, "mbp": 7}  # largest B <= 200
-    assert kmod._tuned(20, 32, 4) == {"bv": 64, "mbp": 7}
-    assert kmod._tuned(256, 56, 4) == {"bv": 32}  # nearest HV
-    assert kmod._tuned(256, 32, 8) == {}  # measured at T=4 only
-    cfg = kmod.launch_config(256, 32, 4, cpu)
+    monkeypatch.setattr(knext, "_TUNED_T4", table)
+    assert knext._tuned(200, 32, 4) == {"bv": 128, "late": 3, "mbp": 7}  # largest B <= 200
+    assert knext._tuned(20, 32, 4) == {"bv": 64, "mbp": 7}
+    assert knext._tuned(256, 56, 4) == {"bv": 32}  # nearest HV
+    assert knext._tuned(256, 32, 8) == {}  # measured at T=4 only
+    cfg = knext.launch_config(256, 32, 4, cpu)
     assert (cfg["bv"], cfg["mbp"], cfg["late"], cfg["nprog"]) == (128, 7, 3, 256)
     monkeypatch.setenv("GDN_UCACHE_BV", "64")  # any knob set: the table is ignored
-    assert kmod._tuned(256, 32, 4) == {}
-    assert kmod.launch_config(256, 32, 4, cpu)["bv"] == 64
+    assert knext._tuned(256, 32, 4) == {}
+    assert knext.launch_config(256, 32, 4, cpu)["bv"] == 64
     monkeypatch.delenv("GDN_UCACHE_BV")
-    monkeypatch.setattr(kmod, "_TUNED_T4", {32: {1: "bv128+persist4+pf2"}})
-    cfg = kmod.launch_config(256, 32, 4, cpu)
+    monkeypatch.setattr(knext, "_TUNED_T4", {32: {1: "bv128+persist4+pf2"}})
+    cfg = knext.launch_config(256, 32, 4, cpu)
     assert (cfg["nprog"], cfg["mbp"], cfg["prefetch"]) == (16, 4, 2)

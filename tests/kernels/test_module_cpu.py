@@ -1,4 +1,6 @@
-"""CPU checks of kernels/gdn_ucache_flush.py: module identity, validation, and sm_90a compilation.
+"""CPU checks of kernels/gdn_ucache_flush.py (and of the next version,
+kernels/gdn_ucache_flush_v4.py, while it is not the default yet): module identity, validation,
+and sm_90a compilation.
 
 No GPU needed. The compile test cross-compiles kernel variants with CuTe-DSL (CUTE_DSL_ARCH=sm_90a /
 sm_100a) and checks that the PTX keeps to SM100-portable instructions (mma.sync, no wgmma/tcgen05).
@@ -19,13 +21,15 @@ import torch
 
 REPO = Path(__file__).resolve().parents[2]
 KERNEL = REPO / "kernels" / "gdn_ucache_flush.py"
+NEXT = REPO / "kernels" / "gdn_ucache_flush_v4.py"  # the next version until it is proven on a GPU
+KERNEL_FILES = [KERNEL] + ([NEXT] if NEXT.exists() else [])
 
 
-def _load(env: dict[str, str], name: str):
+def _load(env: dict[str, str], name: str, path: Path = KERNEL):
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        spec = importlib.util.spec_from_file_location(name, KERNEL)
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
@@ -37,13 +41,16 @@ def _load(env: dict[str, str], name: str):
                 os.environ[k] = v
 
 
-@pytest.fixture(scope="module")
-def kmod():
-    return _load({"GDN_UCACHE_STATE_DTYPE": "", "GDN_UCACHE_RING_DTYPE": ""}, "gdnu_cpu_bf16")
+@pytest.fixture(scope="module", params=KERNEL_FILES, ids=lambda p: p.stem)
+def kmod(request):
+    env = {"GDN_UCACHE_STATE_DTYPE": "", "GDN_UCACHE_RING_DTYPE": ""}
+    module = _load(env, f"gdnu_cpu_bf16_{request.param.stem}", request.param)
+    module.__file_under_test__ = request.param
+    return module
 
 
 def test_ring_slots_line_and_constants(kmod) -> None:
-    src = KERNEL.read_text()
+    src = kmod.__file_under_test__.read_text()
     found = re.findall(r"^RING_SLOTS(?:\s*:\s*\w+)?\s*=\s*(\d+)", src, flags=re.M)
     assert found == ["32"], "vLLM's init-time scan needs a column-0 `RING_SLOTS = 32` line"
     assert (kmod.K_DIM, kmod.V_DIM_C, kmod.W_RING, kmod.RING_SLOTS, kmod.RING_MASK) == (
@@ -66,11 +73,12 @@ def test_ring_slots_line_and_constants(kmod) -> None:
     assert kmod.SUPPORTED_T == (2, 3, 4, 5, 6, 7, 8)
 
 
-def test_import_is_self_contained() -> None:
+@pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.stem)
+def test_import_is_self_contained(path: Path) -> None:
     # loadable by path with nothing of the project on sys.path
     code = (
         "import importlib.util, sys; "
-        f"s = importlib.util.spec_from_file_location('m', {str(KERNEL)!r}); "
+        f"s = importlib.util.spec_from_file_location('m', {str(path)!r}); "
         "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); "
         "print(m.RING_SLOTS, m.IO_TORCH, m.ST_TORCH, m.RING_TORCH)"
     )
@@ -90,9 +98,10 @@ def test_import_is_self_contained() -> None:
         {"GDN_UCACHE_IO_DTYPE": "fp16", "GDN_UCACHE_RING_DTYPE": "bf16"},
     ],
 )
-def test_bad_dtype_env_raises_at_import(env: dict[str, str]) -> None:
+@pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.stem)
+def test_bad_dtype_env_raises_at_import(env: dict[str, str], path: Path) -> None:
     with pytest.raises(ValueError, match="GDN_UCACHE_"):
-        _load(env, "gdnu_bad")
+        _load(env, "gdnu_bad", path)
 
 
 def _args(kmod, B=3, T=4, H=2, HV=4, pool=5, io=torch.bfloat16, st=None, ring=None):
@@ -175,30 +184,34 @@ _VARIANTS_90 = (
     + [[8, 16, 32, 128, "bf16", "bf16", "bf16", 1], [4, 16, 32, 128, "bf16", "fp16", "fp16", 1]]
     # fp16 checkpoint with bf16 rings (state dtype != ring dtype: scores keep their own B copy)
     + [[4, 16, 32, 128, "bf16", "fp16", "bf16", 0], [4, 16, 32, 64, "bf16", "bf16", "fp16", 0]]
-    # late state loads and persistent CTAs (GDN_UCACHE_LATE / GDN_UCACHE_PERSIST)
-    + [
-        [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 1, 0],
-        [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 3, 0],
-        [4, 16, 64, 128, "bf16", "fp16", "fp16", 0, 1, 1],
-    ]
-    + [
-        [8, 16, 32, 64, "bf16", "bf16", "bf16", 0, 0, 1],
-        [3, 16, 48, 32, "fp16", "fp16", "fp16", 1, 1, 1],
-    ]
-    # persistent CTAs with cp.async window prefetch (GDN_UCACHE_PREFETCH)
-    + [
-        [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 0, 1, 1],
-        [5, 16, 32, 16, "bf16", "bf16", "bf16", 0, 1, 1, 1],
-        [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 0, 1, 2],
-        [8, 16, 64, 64, "fp16", "fp16", "fp16", 0, 1, 1, 2],
-    ]
 )
+# The next version's knobs: late state tiles, persistent CTAs, cp.async prefetch levels
+# ([..., late, persistent, prefetch]).
+_VARIANTS_NEXT = [
+    [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 1, 0],
+    [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 3, 0],
+    [4, 16, 64, 128, "bf16", "fp16", "fp16", 0, 1, 1],
+    [8, 16, 32, 64, "bf16", "bf16", "bf16", 0, 0, 1],
+    [3, 16, 48, 32, "fp16", "fp16", "fp16", 1, 1, 1],
+    [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 0, 1, 1],
+    [5, 16, 32, 16, "bf16", "bf16", "bf16", 0, 1, 1, 1],
+    [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 0, 1, 2],
+    [8, 16, 64, 64, "fp16", "fp16", "fp16", 0, 1, 1, 2],
+]
 
 
-def _compile(arch: str, variants: list, tmp_path: Path) -> tuple[list[float], str]:
+def _compile(
+    arch: str, variants: list, tmp_path: Path, path: Path = KERNEL
+) -> tuple[list[float], str]:
     if importlib.util.find_spec("cutlass") is None:
         pytest.skip("nvidia-cutlass-dsl (module `cutlass`) is not installed")
-    env = dict(os.environ, CUTE_DSL_ARCH=arch, CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(tmp_path))
+    env = dict(
+        os.environ,
+        CUTE_DSL_ARCH=arch,
+        CUTE_DSL_KEEP="ptx",
+        CUTE_DSL_DUMP_DIR=str(tmp_path),
+        GDN_UCACHE_KERNEL_FILE=str(path),
+    )
     proc = subprocess.run(
         [
             sys.executable,
@@ -226,21 +239,20 @@ def _portable(ptx: str) -> None:
         assert banned not in ptx, f"{banned} in the PTX: not portable between SM90 and SM100"
 
 
-def test_compile_sm90a_variants(tmp_path: Path) -> None:
-    timings, ptx = _compile("sm_90a", _VARIANTS_90, tmp_path)
-    assert len(timings) == len(_VARIANTS_90)
+@pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.stem)
+def test_compile_sm90a_variants(tmp_path: Path, path: Path) -> None:
+    variants = _VARIANTS_90 + (_VARIANTS_NEXT if path == NEXT else [])
+    timings, ptx = _compile("sm_90a", variants, tmp_path, path)
+    assert len(timings) == len(variants)
     assert len(list(tmp_path.glob("*.ptx"))) >= 1
     _portable(ptx)
     print(f"sm_90a compile seconds per variant: {timings}")
 
 
-def test_compile_sm100a(tmp_path: Path) -> None:
-    timings, ptx = _compile(
-        "sm_100a",
-        [
-            [4, 16, 32, 64, "bf16", "fp16", "fp16", 0],
-            [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 1, 1],
-        ],
-        tmp_path,
-    )
+@pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.stem)
+def test_compile_sm100a(tmp_path: Path, path: Path) -> None:
+    variants = [[4, 16, 32, 64, "bf16", "fp16", "fp16", 0]]
+    if path == NEXT:
+        variants.append([4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 1, 1, 2])
+    timings, ptx = _compile("sm_100a", variants, tmp_path, path)
     _portable(ptx)
