@@ -67,6 +67,7 @@ CANDIDATES = (
     "bv16",
     "bv128+persist4+pf2",
     "bv128+late1+persist4+pf2",
+    "bv128+late3+persist5+pf2",
 )
 
 KNOBS = (
