@@ -113,14 +113,8 @@ PY
   #    cannot take the other columns with it). Budgets follow the time left.
   plain=(v3:base)
   pers=()
-  bfp=()
-  bfx=()
   for c in "${passed[@]}"; do
     if [[ $c == *persist* ]]; then pers+=("v4:$c"); else plain+=("v4:$c"); fi
-    case $c in
-    base | bv32 | bv64+mbp7 | bv128+late3+mbp7 | bv128+late1+mbp7) bfp+=("v4:$c") ;;
-    bv128+persist4+pf2) bfx+=("v4:$c") ;;
-    esac
   done
   sweep() { # $1 = tag, $2 = share of the time left (percent), $3 = end reserve (s), rest = args
     local tag=$1 share=$2 reserve=$3
@@ -140,12 +134,21 @@ PY
     sweep serving-persistent 40 12 --arm serving --hv 32 64 48 --batch 256 128 32 \
       --modules "$V4" --variants "${pers[@]}"
   fi
+  # bf16 arm: the serving winners only (the configuration is chosen per (HV, B) on serving)
+  bfp=()
+  bfx=()
+  while read -r c; do
+    [[ -n $c ]] || continue
+    if [[ $c == *persist* ]]; then bfx+=("v4:$c"); else bfp+=("v4:$c"); fi
+  done < <(python3 bench/knockout.py chosen "$out/sweep-serving.json" \
+    "$out/sweep-serving-persistent.json" 2>/dev/null || true)
+  echo "# bf16 arm times the serving winners: ${bfp[*]:-} ${bfx[*]:-}"
   if ((${#bfp[@]})); then
-    sweep bf16 75 15 --arm bf16 --hv 32 64 48 --batch 256 128 32 8 1 \
+    sweep bf16 72 15 --arm bf16 --hv 32 64 48 --batch 256 128 32 8 1 \
       --backends flashinfer --modules "$V4" --variants "${bfp[@]}"
   fi
   if ((${#bfx[@]})); then
-    sweep bf16-persistent 100 8 --arm bf16 --hv 32 64 --batch 256 128 32 \
+    sweep bf16-persistent 100 8 --arm bf16 --hv 32 64 48 --batch 256 128 32 \
       --modules "$V4" --variants "${bfx[@]}"
   fi
   ;;

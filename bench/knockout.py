@@ -217,6 +217,19 @@ def report(paths: list[Path], out: Path, tag: str) -> int:
 
 
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "chosen":
+        # the distinct winning candidates of these sweeps, one per line (to time them elsewhere)
+        rows: list[dict[str, Any]] = []
+        for p in sys.argv[2:]:
+            if Path(p).is_file():
+                rows += json.loads(Path(p).read_text())["rows"]
+        merged: dict[tuple, dict[str, Any]] = {}
+        for r in rows:
+            key = (r["arm"], r["HV"], r["B"], r["flush_pct"])
+            merged.setdefault(key, {**r, "us": {}})["us"].update(r["us"])
+        for name in sorted(set(choose(list(merged.values())).values())):
+            print(name)
+        return 0
     if len(sys.argv) > 1 and sys.argv[1] == "report":
         rp = argparse.ArgumentParser(description="bench-style tables from sweep JSONs")
         rp.add_argument("cmd")
