@@ -113,7 +113,7 @@ PY
   #    cannot take the other columns with it). Budgets follow the time left.
   plain=(v3:base)
   pers=()
-  for c in "${passed[@]}"; do
+  for c in ${passed[@]+"${passed[@]}"}; do
     if [[ $c == *persist* ]]; then pers+=("v4:$c"); else plain+=("v4:$c"); fi
   done
   sweep() { # $1 = tag, $2 = share of the time left (percent), $3 = end reserve (s), rest = args
