@@ -169,9 +169,10 @@ def warm_compile(args: argparse.Namespace) -> None:
 
     configs = ["v1"] if args.only_v1 else ["default", *args.configs]
     configs += ["v1"] if args.v1_root and not args.only_v1 else []
+    hvs = args.sweep_hv if args.sweep_only else [*args.sweep_hv, *args.hv]
     tasks = [
         (args.H, args.T, hv, ckpt, config)
-        for hv in dict.fromkeys([*args.sweep_hv, *args.hv])
+        for hv in dict.fromkeys(hvs)
         for ckpt in ("float32", "float16")
         for config in configs
         if config != "v1" or args.only_v1 or hv in args.sweep_hv
@@ -495,6 +496,7 @@ def main() -> int:
         help="BLOCK_V,BLOCK_K,WARPS,STAGES[,MAXNREG]",
     )
     ap.add_argument("--no-sweep", action="store_true", help="grid with the op's default table")
+    ap.add_argument("--sweep-only", action="store_true", help="stop after the sweep (no grid)")
     ap.add_argument(
         "--only-v1",
         action="store_true",
@@ -535,6 +537,8 @@ def main() -> int:
         print(f"# sweep wall {time.time() - t_start:.1f} s", flush=True)
         if args.out:
             write_sweep(args, rows, chosen)
+        if args.sweep_only:
+            return 0
     grid_arm, args.triton_kernel = triton, "patch 1 (this series)"
     if args.only_v1 or (not args.no_sweep and not chosen and v1 is not None):
         # The series' kernel failed at every sweep point: time the session-1 kernel instead.
