@@ -2,8 +2,10 @@
 # H200 calls for issue #6 (kernel). Run on the GPU host from the repo root (device tool, carry
 # [".gpu"]); everything lands under $OUT/kernel. Each mode keeps to a hard wall budget (timeout
 # per step) and prints compact tables.
-#   bash bench/h200_run.sh k1      # ~235 s: v4 conformance subset, config sweep v4 vs v3, knock-outs
-#   bash bench/h200_run.sh k2      # ~235 s: conformance (serving+bf16) first, then the bench grid
+#   bash bench/h200_run.sh k2      # <= 225 s (170 s in session 2): conformance of the next kernel
+#                                  # (serving + bf16, every launch-config candidate) first, then the
+#                                  # proven candidates vs flashinfer vs v3 on the whole grid
+#   bash bench/h200_run.sh k1      # exploration call planned in session 2 (never run: cancelled)
 #   bash bench/h200_run.sh conformance|bench|sr|all [extra bench args...]   (session-1 modes)
 set -euo pipefail
 mode=${1:-all}

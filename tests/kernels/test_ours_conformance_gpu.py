@@ -2,7 +2,8 @@
 
 Runs the multi-step harness of kernels/reference (fresh random inputs, poisoned outputs and stale
 ring rows, invariants of kernel-spec 2.9) on every dtype arm and layout. Needs CUDA + CuTe-DSL;
-skips with the reason elsewhere. Results of a run can be written as JSON with GDN_CONFORMANCE_OUT.
+skips with the reason elsewhere. Results of a run can be written as JSON with GDN_CONFORMANCE_OUT;
+GDN_UCACHE_OURS_MODULE=path tests another kernel file (e.g. a next version) with the same cases.
 """
 
 from __future__ import annotations
