@@ -25,6 +25,19 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _OK, reason=f"ours unavail
 _REPORTS: list[dict] = []
 
 
+# The vLLM layout case: packed q/k/v rows, a/b views, block-strided pools with padding, a pad
+# row, CUDA-graph replay.
+VLLM_BLOCK_STRIDED_GRAPH: dict[str, object] = dict(
+    num_requests=5,
+    pad_rows=1,
+    num_k_heads=2,
+    num_v_heads=8,
+    num_tokens=4,
+    page_pad_elems=64,
+    cuda_graph=True,
+)
+
+
 def _run(arm: str, layout: str = "compact", **cfg: object) -> None:
     handle = _OURS.load(arm, layout)
     config = HarnessConfig(layout=layout, **cfg)  # type: ignore[arg-type]
@@ -62,18 +75,7 @@ def test_candidate(arm: str, cand: str, monkeypatch) -> None:
         monkeypatch.setenv("GDN_UCACHE_NPROG", "2")
     _run(arm, num_requests=7, pad_rows=2, num_k_heads=2, num_v_heads=4, num_tokens=4, steps=30)
     if persistent:
-        _run(
-            arm,
-            "vllm",
-            num_requests=5,
-            pad_rows=1,
-            num_k_heads=2,
-            num_v_heads=8,
-            num_tokens=4,
-            page_pad_elems=64,
-            cuda_graph=True,
-            steps=20,
-        )
+        _run(arm, "vllm", **VLLM_BLOCK_STRIDED_GRAPH, steps=20)
 
 
 @pytest.mark.parametrize("arm", ARMS)
@@ -83,18 +85,7 @@ def test_compact_gqa_pad_rows(arm: str) -> None:
 
 @pytest.mark.parametrize("arm", ARMS)
 def test_vllm_layout_block_strided_graph(arm: str) -> None:
-    _run(
-        arm,
-        "vllm",
-        num_requests=5,
-        pad_rows=1,
-        num_k_heads=2,
-        num_v_heads=8,
-        num_tokens=4,
-        page_pad_elems=64,
-        cuda_graph=True,
-        steps=30,
-    )
+    _run(arm, "vllm", **VLLM_BLOCK_STRIDED_GRAPH, steps=30)
 
 
 @pytest.mark.parametrize("T", [2, 3, 5, 6, 7, 8])
@@ -189,18 +180,7 @@ def test_persistent_prefetch_vllm_layout_graph(monkeypatch) -> None:
     monkeypatch.setenv("GDN_UCACHE_PERSIST", "4")
     monkeypatch.setenv("GDN_UCACHE_NPROG", "2")
     monkeypatch.setenv("GDN_UCACHE_PREFETCH", "2")
-    _run(
-        "serving",
-        "vllm",
-        num_requests=5,
-        pad_rows=1,
-        num_k_heads=2,
-        num_v_heads=8,
-        num_tokens=4,
-        page_pad_elems=64,
-        cuda_graph=True,
-        steps=30,
-    )
+    _run("serving", "vllm", **VLLM_BLOCK_STRIDED_GRAPH, steps=30)
 
 
 def test_forced_bv128_t8(monkeypatch) -> None:
