@@ -18,49 +18,20 @@ set -euo pipefail
 out="$OUT/triton"
 mkdir -p "$out"
 start=$SECONDS
-patch1=patches/Kernel-GDN-ReplaySSM-speculative-verify-flush-Triton.patch
+# shellcheck disable=SC1091  # the shared checks (bench/triton_gpu_checks.sh), sourced from the repo root
+source bench/triton_gpu_checks.sh
+tests_rc=0 tests_failed=0 conf_rc=0 # set by triton_kernel_tests / triton_conformance
 
-python3 bench/triton_prep.py "$patch1" .gpu/series-vllm
+triton_prepare
 v1_args=()
 if [[ -f .gpu/triton-v1.patch ]]; then
     python3 bench/triton_prep.py .gpu/triton-v1.patch .gpu/series-vllm-v1
     v1_args=(--v1-root .gpu/series-vllm-v1)
 fi
-export GDN_SERIES_VLLM_ROOT="$PWD/.gpu/series-vllm"
-export GDN_TRITON_BASELINE_MODULE="$PWD/tests/series/triton_baseline_adapter.py"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
-# Four test groups in parallel processes: each Triton variant compiles on one core.
-t0=$SECONDS
-kernel_test=.gpu/series-vllm/tests/kernels/mamba/test_gdn_replayssm_spec_decode.py
-pids=()
-for group in qwen launch query_lengths "not qwen and not launch and not query_lengths"; do
-    log="$out/vllm_kernel_tests.${group// /_}.log"
-    timeout 45 python3 -m pytest -q -p tests.series.vllm_triton_shim -p no:cacheprovider \
-        --noconftest --import-mode=importlib -k "$group" "$kernel_test" >"$log" 2>&1 &
-    pids+=($!)
-done
-tests_rc=0
-tests_failed=0
-for pid in "${pids[@]}"; do
-    rc=0
-    wait "$pid" || rc=$?
-    if [[ $rc -ne 0 ]]; then tests_rc=$rc; fi
-    if [[ $rc -eq 1 ]]; then tests_failed=1; fi
-done
+triton_kernel_tests "$out" 45
 cat "$out"/vllm_kernel_tests.*.log >"$out/vllm_kernel_tests.log"
-echo "== kernel tests rc=$tests_rc $((SECONDS - t0)) s"
-for log in "$out"/vllm_kernel_tests.*.log; do
-    echo "   ${log##*/}: $(tail -n 1 "$log")"
-done
-
-t0=$SECONDS
-conf_rc=0
-timeout 30 python3 tests/conformance/run_gpu_suite.py --out "$out/conformance" \
-    --backends triton_vllm --arms serving --deadline-s 25 --max-steps 12 \
-    --cases t4_random,t4_boundaries,cuda_graph_vs_eager,vllm_layout_block_strided,t8_random \
-    >"$out/conformance.log" 2>&1 || conf_rc=$?
-echo "== conformance rc=$conf_rc $((SECONDS - t0)) s"
+triton_conformance "$out" 30 25
 tail -12 "$out/conformance.log"
 bench_args=(--out "$out" --deadline-s 95 --warm-timeout-s 40 "${v1_args[@]}")
 if [[ $tests_failed -eq 1 || $conf_rc -eq 1 ]]; then
