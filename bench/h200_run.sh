@@ -6,6 +6,9 @@
 #                                  # (serving + bf16, every launch-config candidate) first, then the
 #                                  # proven candidates vs flashinfer vs v3 on the whole grid
 #   bash bench/h200_run.sh k1      # exploration call planned in session 2 (never run: cancelled)
+#   bash bench/h200_run.sh k3      # <= 200 s (session 3): Nsight Compute of ours vs flashinfer, the
+#                                  # conformance suite without the hi/lo split, and the timing of
+#                                  # nosplit / a fold-free (verify-only) build next to flashinfer
 #   bash bench/h200_run.sh conformance|bench|sr|all [extra bench args...]   (session-1 modes)
 set -euo pipefail
 mode=${1:-all}
@@ -58,6 +61,46 @@ k1)
   timeout 15 python3 bench/knockout.py --arm serving --hv 32 64 --batch 1 --flush 0 100 --warm \
     --reps 20 --json "$out/warm-b1-k1.json" --modules "$V4" "$V3" \
     --variants v3:base v4:base v4:bv32 v4:bv64 2>&1 | tee "$out/warm-b1-k1.log" || true
+  ;;
+k3)
+  # 1. Nsight Compute: where a CTA's time goes, ours vs flashinfer (one launch per point)
+  t0=$SECONDS
+  metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
+  timeout 100 ncu --clock-control none --profile-from-start off --nvtx --print-nvtx-rename kernel \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section SchedulerStats --section MemoryWorkloadAnalysis --metrics "$metrics" \
+    -o "$out/ncu-k3" -f python3 bench/ncu_profile.py --backends ours flashinfer --hv 32 \
+    --batch 256 32 1 --flush 0 100 >"$out/ncu-k3.log" 2>&1 || echo "# ncu rc=$?"
+  if [[ -f $out/ncu-k3.ncu-rep ]]; then
+    ncu -i "$out/ncu-k3.ncu-rep" --page details --print-nvtx-rename kernel >"$out/ncu-k3-details.txt" 2>&1 || true
+    ncu -i "$out/ncu-k3.ncu-rep" --page raw --csv --print-nvtx-rename kernel \
+      --metrics "$metrics,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_registers,smsp__inst_executed.sum,smsp__cycles_active.avg" \
+      >"$out/ncu-k3-raw.csv" 2>&1 || true
+    python3 bench/ncu_summary.py "$out/ncu-k3-raw.csv" || true
+  else
+    tail -20 "$out/ncu-k3.log"
+  fi
+  echo "# ncu wall $((SECONDS - t0)) s"
+  # 2. conformance without the hi/lo split (#3's suite, serving + bf16), so that nosplit could ship
+  t0=$SECONDS
+  GDN_UCACHE_XSPLIT=0 setsid timeout 70 python3 tests/conformance/run_gpu_suite.py \
+    --out "$out/suite-nosplit" --backends ours --arms serving,bf16 --deadline-s 52 --jobs 8 \
+    --max-steps 300 >"$out/suite-nosplit.log" 2>&1 || true
+  tail -4 "$out/suite-nosplit.log"
+  echo "# conformance nosplit wall $((SECONDS - t0)) s"
+  # 3. timing: base, nosplit, and the fold-free build (no_fold: exact on verify-only steps, which
+  #    never fold; it is what a separate verify-only kernel would cost), next to flashinfer
+  timeout 75 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 128 32 8 1 \
+    --flush 0 --budget-s 60 --json "$out/sweep-k3-verify.json" --backends flashinfer \
+    --modules "$V4" --variants v4:base v4:nosplit v4:no_fold v4:nosplit+no_fold \
+    v4:bv128+late1+mbp7+no_fold v4:bv128+mbp6+no_fold 2>&1 |
+    tee "$out/sweep-k3-verify.log" | grep -v '^# v' || true
+  timeout 40 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 32 1 \
+    --flush 20 100 --budget-s 30 --json "$out/sweep-k3-flush.json" --backends flashinfer \
+    --modules "$V4" --variants v4:base v4:nosplit 2>&1 |
+    tee "$out/sweep-k3-flush.log" | grep -v '^# v' || true
+  # the device tool returns at most 8 files: everything as one archive
+  tar -czf "$out/../kernel-k3.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 k2)
   # 1. conformance FIRST, five processes at once (GPU-light, CPU-heavy compiles) of the v4 file:

@@ -1,0 +1,70 @@
+"""Compact table of an `ncu --page raw --csv` export (bench/h200_run.sh k3): one line per profiled
+launch with its time, DRAM throughput, occupancy, registers, and its five largest stall reasons
+(warps stalled per issued instruction, ncu's smsp__average_warps_issue_stalled_* ratios).
+
+    python3 bench/ncu_summary.py ncu-raw.csv
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+STALL = "smsp__average_warps_issue_stalled_"
+COLUMNS = {
+    "us": "gpu__time_duration.sum",
+    "dram%": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "warps%": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "regs": "launch__registers_per_thread",
+    "ctas/SM(reg)": "launch__occupancy_limit_registers",
+}
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def summarize(path: Path) -> list[str]:
+    lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.startswith('"')]
+    if len(lines) < 3:
+        return [f"# {path}: no profiled launches"]
+    rows = list(csv.reader(lines))
+    header, units, data = rows[0], rows[1], rows[2:]
+    col = {name: i for i, name in enumerate(header)}
+    name_col = col.get("Kernel Name", 0)
+    out = ["| launch | " + " | ".join(COLUMNS) + " | top stalls (warps per issue) |",
+           "|---" * (len(COLUMNS) + 2) + "|"]  # fmt: skip
+    for r in data:
+        cells = []
+        for metric in COLUMNS.values():
+            i = col.get(metric)
+            v = _num(r[i]) if i is not None else None
+            if v is not None and metric == "gpu__time_duration.sum":
+                unit = units[i].strip().lower()
+                v = v / 1000 if unit == "nsecond" else v * 1000 if unit == "msecond" else v
+            cells.append("-" if v is None else f"{v:.4g}")
+        stalls = []
+        for name, i in col.items():
+            if name.startswith(STALL) and name.endswith("_per_issue_active.ratio"):
+                v = _num(r[i])
+                if v:
+                    stalls.append((v, name[len(STALL) : -len("_per_issue_active.ratio")]))
+        top = ", ".join(f"{n} {v:.2f}" for v, n in sorted(stalls, reverse=True)[:5])
+        out.append(f"| {r[name_col][:48]} | " + " | ".join(cells) + f" | {top} |")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__)
+        return 2
+    print("\n".join(summarize(Path(argv[0]))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
