@@ -1,5 +1,5 @@
 """Compact table of an `ncu --page raw --csv` export (bench/h200_run.sh k3): one line per profiled
-launch with its time, DRAM throughput, occupancy, registers, and its five largest stall reasons
+launch with its time, occupancy, registers, and its five largest stall reasons
 (warps stalled per issued instruction, ncu's smsp__average_warps_issue_stalled_* ratios).
 
     python3 bench/ncu_summary.py ncu-raw.csv
@@ -14,7 +14,6 @@ from pathlib import Path
 STALL = "smsp__average_warps_issue_stalled_"
 COLUMNS = {
     "us": "gpu__time_duration.sum",
-    "dram%": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     "warps%": "sm__warps_active.avg.pct_of_peak_sustained_active",
     "regs": "launch__registers_per_thread",
     "ctas/SM(reg)": "launch__occupancy_limit_registers",
@@ -54,7 +53,8 @@ def summarize(path: Path) -> list[str]:
                 if v:
                     stalls.append((v, name[len(STALL) : -len("_per_issue_active.ratio")]))
         top = ", ".join(f"{n} {v:.2f}" for v, n in sorted(stalls, reverse=True)[:5])
-        out.append(f"| {r[name_col][:48]} | " + " | ".join(cells) + f" | {top} |")
+        label = r[name_col].split("/kernel")[0][:48]  # the NVTX range name, not the mangled symbol
+        out.append(f"| {label} | " + " | ".join(cells) + f" | {top} |")
     return out
 
 

@@ -19,7 +19,7 @@ RAW = """==PROF== Connected to process 1
 "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio",\
 "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"
 "","","nsecond","register/thread","ratio","ratio","ratio"
-"0","ours/HV32/B256/f0","118,500","90","3.5","1.25","0"
+"0","ours/HV32/B256/f0/kernel_cutlass_kernel_x","118,500","90","3.5","1.25","0"
 "1","flashinfer/HV32/B256/f0","86,000","73","2","4","0.5"
 """
 
