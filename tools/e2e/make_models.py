@@ -221,13 +221,13 @@ def write_model(
     out: Path,
     spec: ModelSpec,
     acceptance: str,
-    knobs: Knobs = Knobs(),
+    knobs: Knobs | None = None,
     seed: int = 0,
     extra: dict | None = None,
 ) -> Path:
     from safetensors.torch import save_file
 
-    weights, perm = make_weights(spec, acceptance, knobs, seed)
+    weights, perm = make_weights(spec, acceptance, knobs or Knobs(), seed)
     path = out / f"{spec.name}-{acceptance}"
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(json.dumps(make_config(spec), indent=1) + "\n")
