@@ -227,7 +227,8 @@ def write_model(
 ) -> Path:
     from safetensors.torch import save_file
 
-    weights, perm = make_weights(spec, acceptance, knobs or Knobs(), seed)
+    knobs = knobs or Knobs()
+    weights, perm = make_weights(spec, acceptance, knobs, seed)
     path = out / f"{spec.name}-{acceptance}"
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(json.dumps(make_config(spec), indent=1) + "\n")
