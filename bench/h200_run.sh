@@ -74,7 +74,7 @@ k3)
   if [[ -f $out/ncu-k3.ncu-rep ]]; then
     ncu -i "$out/ncu-k3.ncu-rep" --page details --print-nvtx-rename kernel >"$out/ncu-k3-details.txt" 2>&1 || true
     ncu -i "$out/ncu-k3.ncu-rep" --page raw --csv --print-nvtx-rename kernel \
-      --metrics "$metrics,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_registers,smsp__inst_executed.sum,smsp__cycles_active.avg" \
+      --metrics "$metrics,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_registers" \
       >"$out/ncu-k3-raw.csv" 2>&1 || true
     python3 bench/ncu_summary.py "$out/ncu-k3-raw.csv" || true
   else

@@ -11,7 +11,7 @@ import csv
 import sys
 from pathlib import Path
 
-STALL = "smsp__average_warps_issue_stalled_"
+STALL, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
 COLUMNS = {
     "us": "gpu__time_duration.sum",
     "warps%": "sm__warps_active.avg.pct_of_peak_sustained_active",
@@ -48,10 +48,10 @@ def summarize(path: Path) -> list[str]:
             cells.append("-" if v is None else f"{v:.4g}")
         stalls = []
         for name, i in col.items():
-            if name.startswith(STALL) and name.endswith("_per_issue_active.ratio"):
+            if name.startswith(STALL) and name.endswith(STALL_SUFFIX):
                 v = _num(r[i])
                 if v:
-                    stalls.append((v, name[len(STALL) : -len("_per_issue_active.ratio")]))
+                    stalls.append((v, name[len(STALL) : -len(STALL_SUFFIX)]))
         top = ", ".join(f"{n} {v:.2f}" for v, n in sorted(stalls, reverse=True)[:5])
         label = r[name_col].split("/kernel")[0][:48]  # the NVTX range name, not the mangled symbol
         out.append(f"| {label} | " + " | ".join(cells) + f" | {top} |")
