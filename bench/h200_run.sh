@@ -9,6 +9,10 @@
 #   bash bench/h200_run.sh k3      # <= 200 s (session 3): Nsight Compute of ours vs flashinfer, the
 #                                  # conformance suite without the hi/lo split, and the timing of
 #                                  # nosplit / a fold-free (verify-only) build next to flashinfer
+#   bash bench/h200_run.sh k4      # <= 300 s (session 4): conformance of kernels/gdn_ucache_flush_next.py
+#                                  # (suite + own cases, serving + bf16), then next vs the shipped v4
+#                                  # vs flashinfer on the grid with launch-config candidates, both
+#                                  # arms, and a short ncu of next; one archive kernel-k4.tar.gz
 #   bash bench/h200_run.sh conformance|bench|sr|all [extra bench args...]   (session-1 modes)
 set -euo pipefail
 mode=${1:-all}
@@ -37,6 +41,70 @@ conformance() {  # $1 = tag, $2 = seconds, $3 = pytest -k expression ("" = all),
 }
 
 case $mode in
+k4)
+  NEXTF=kernels/gdn_ucache_flush_next.py
+  export GDN_UCACHE_OURS_MODULE=$NEXTF
+  t0=$SECONDS
+  setsid timeout 80 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k4" \
+    --backends ours --arms serving,bf16 --deadline-s 60 --jobs 8 --max-steps 300 \
+    >"$out/suite-k4.log" 2>&1 &
+  suite_pid=$!
+  pids=("$suite_pid")
+  parts=("candidate and serving" "candidate and bf16"
+    "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
+    "compact_gqa or vllm_layout or persistent or forced_bv128_t8 or scalar_qk")
+  for i in "${!parts[@]}"; do
+    part=${parts[$i]}
+    tag=$([[ $i -lt 2 ]] && echo "candidate-${part##* }" || echo "cases$i")
+    GDN_CONFORMANCE_OUT=$out/conformance-$tag.json timeout 80 python3 -m pytest \
+      tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
+      -k "$part" >"$out/conformance-$tag.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || true; done
+  kill -- -"$suite_pid" 2>/dev/null || true
+  tail -3 "$out/suite-k4.log"
+  for f in "$out"/conformance-*.log; do
+    echo "== $(basename "$f"): $(grep -cE ' PASSED' "$f") passed, $(grep -cE ' FAILED| ERROR' "$f") failed"
+    grep -E ' FAILED| ERROR' "$f" | sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' |
+      cut -c1-160 | head -12 || true
+  done
+  echo "# conformance ($NEXTF) wall $((SECONDS - t0)) s"
+  unset GDN_UCACHE_OURS_MODULE
+  # timing, cold L2, graph replay: flashinfer, the shipped v4 (its table) and next's candidates
+  NX=next=$NEXTF
+  V4S=v4=kernels/gdn_ucache_flush.py
+  timeout 100 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 48 --batch 256 128 32 8 1 \
+    --flush 0 20 100 --budget-s 85 --json "$out/sweep-k4-serving.json" --backends flashinfer \
+    --modules "$V4S" "$NX" --variants v4:base next:base next:bv128 next:bv128+late1+mbp7 \
+    next:bv128+late3+mbp6 next:bv128+late3+mbp7 next:bv128+late1+mbp6 next:bv128+late3+mbp5 \
+    next:bv64+mbp7 next:bv32 next:scalarqk 2>&1 | tee "$out/sweep-k4-serving.log" | grep -v '^# v' || true
+  timeout 60 python3 bench/knockout.py --reps 8 --arm bf16 --hv 32 64 48 --batch 256 128 32 8 1 \
+    --flush 0 20 100 --budget-s 50 --json "$out/sweep-k4-bf16.json" --backends flashinfer \
+    --modules "$V4S" "$NX" --variants v4:base next:base next:bv128+late1+mbp7 \
+    next:bv128+late3+mbp6 next:bv128+late3+mbp7 2>&1 | tee "$out/sweep-k4-bf16.log" | grep -v '^# v' || true
+  # where next's time goes now (knock-outs: results wrong on purpose), B=256 and 32, HV=32
+  timeout 30 python3 bench/knockout.py --reps 8 --arm serving --hv 32 --batch 256 32 --flush 0 100 \
+    --budget-s 24 --json "$out/knockout-k4.json" --modules "$NX" --variants next:base \
+    next:base+no_epi next:base+no_fold next:base+no_proj next:base+no_all 2>&1 |
+    tee "$out/knockout-k4.log" || true
+  echo "# h200_run k4 before ncu: $((SECONDS - t_all)) s"
+  if ((SECONDS - t_all < 240)); then
+    metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
+    GDN_UCACHE_OURS_MODULE=$NEXTF timeout 50 ncu --clock-control none --profile-from-start off \
+      --nvtx --print-nvtx-rename kernel --section SpeedOfLight --section Occupancy \
+      --section LaunchStats --section WarpStateStats --section SchedulerStats --metrics "$metrics" \
+      -o "$out/ncu-k4" -f python3 bench/ncu_profile.py --backends ours --hv 32 --batch 256 32 \
+      --flush 0 >"$out/ncu-k4.log" 2>&1 || echo "# ncu rc=$?"
+    if [[ -f $out/ncu-k4.ncu-rep ]]; then
+      ncu -i "$out/ncu-k4.ncu-rep" --page raw --csv --print-nvtx-rename kernel \
+        --metrics "$metrics,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_registers,smsp__inst_executed.sum,sm__cycles_elapsed.max" \
+        >"$out/ncu-k4-raw.csv" 2>&1 || true
+      python3 bench/ncu_summary.py "$out/ncu-k4-raw.csv" || true
+    fi
+  fi
+  tar -czf "$out/../kernel-k4.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
 k1)
   conformance k1 85 "forced or persistent or compact_gqa or vllm_layout"
   # config sweep, cold L2, serving arm: v4 knobs vs v3 as run in session 1

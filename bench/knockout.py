@@ -51,6 +51,7 @@ VARIANTS = {
     "no_epi": {"GDN_UCACHE_SKIP": "epi"},
     "no_fold": {"GDN_UCACHE_SKIP": "fold"},
     "no_all": {"GDN_UCACHE_SKIP": "state,proj,epi,fold"},
+    "scalarqk": {"GDN_UCACHE_VEC_QK": "0"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -80,6 +81,7 @@ KNOBS = (
     "GDN_UCACHE_PERSIST",
     "GDN_UCACHE_NPROG",
     "GDN_UCACHE_PREFETCH",
+    "GDN_UCACHE_VEC_QK",
 )
 
 

@@ -2,7 +2,7 @@
 
 Run in a subprocess (the CuTe-DSL environment is read when cutlass is imported):
     CUTE_DSL_ARCH=sm_90a CUTE_DSL_KEEP=ptx CUTE_DSL_DUMP_DIR=DIR \
-        [GDN_UCACHE_KERNEL_FILE=kernels/gdn_ucache_flush_v4.py] \
+        [GDN_UCACHE_KERNEL_FILE=kernels/gdn_ucache_flush_next.py] \
         python tests/kernels/_compile_variants.py '[[T, H, HV, BV, io, st, ring, sr], ...]'
 (optionally up to three more entries per variant: late state tiles (GDN_UCACHE_LATE), persistent
 0/1, window prefetch 0/1)

@@ -12,7 +12,7 @@ from bench.bench_ucache import HBM_BYTES_PER_S, floor_bytes
 
 KERNEL = Path(__file__).resolve().parents[2] / "kernels" / "gdn_ucache_flush.py"
 # the next version (launch_config, persistent CTAs) until it replaces the shipped file
-NEXT = KERNEL.with_name("gdn_ucache_flush_v4.py")
+NEXT = KERNEL.with_name("gdn_ucache_flush_next.py")
 
 
 def test_floor_matches_kernel_spec_tables() -> None:

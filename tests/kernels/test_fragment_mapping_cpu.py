@@ -103,3 +103,171 @@ def test_fold_fragments_map_onto_the_state_chunks() -> None:
             col = c * 8 + 32 * i + 2 * wd
             new[g, col : col + 2], new[g + 8, col : col + 2] = d[ln][:2], d[ln][2:]
     assert np.abs(new - (eg * S + W @ KC)).max() < 1e-9
+
+
+def _ldmatrix_x4_trans(smem: np.ndarray, addr: dict) -> dict:
+    """ldmatrix .x4 .trans on a 2-D array of 16-bit elements: lane t gives (row, col) of row t % 8
+    of matrix t // 8 (8 consecutive elements); lane l receives, for each matrix i, the pair
+    (M_i[2 (l % 4)][l // 4], M_i[2 (l % 4) + 1][l // 4])."""
+    mats = []
+    for i in range(4):
+        rows = [
+            smem[addr[8 * i + r][0], addr[8 * i + r][1] : addr[8 * i + r][1] + 8] for r in range(8)
+        ]
+        mats.append(np.array(rows))
+    return {
+        ln: [mats[i][[2 * (ln % 4), 2 * (ln % 4) + 1], ln // 4] for i in range(4)]
+        for ln in range(32)
+    }
+
+
+def _epilogue_reference(d, uwin, sw, eg, v, gam, beta, amat, cmat, T):
+    """The per-row epilogue (history, residual, forward substitution, outputs) in plain loops."""
+    rows = d.shape[0]
+    hx = eg * d + uwin.T @ sw  # [rows, NX]
+    U, Y = np.zeros((rows, T)), np.zeros((rows, T))
+    for r in range(rows):
+        for s in range(T):
+            egs = np.exp(gam[s])
+            u = beta[s] * (v[s, r] - egs * hx[r, s]) - sum(amat[s, q] * U[r, q] for q in range(s))
+            U[r, s] = u
+            Y[r, s] = egs * hx[r, T + s] + sum(cmat[s, q] * U[r, q] for q in range(s + 1))
+    return U, Y
+
+
+def test_mma_epilogue_fragments() -> None:
+    """Phase 5 of kernels/gdn_ucache_flush_next.py: u window by ldmatrix.trans from padded rows,
+    HX in the projection's accumulators, the solve as U = R M^T and the outputs as
+    e^gamma HX_q + U C^T, with the kernel's column bookkeeping (k columns carry U, q columns
+    carry the outputs), for every T."""
+    rng = np.random.default_rng(3)
+    for T in range(2, 9):
+        NX = 2 * T
+        NXP = 8 if NX <= 8 else 16
+        BV, tile = 64, 2
+        UWS = BV + 8
+        d = rng.standard_normal((16, NX))  # S0 X^T for the tile's 16 rows
+        uwin = rng.standard_normal((16, 16))  # [j, row of the tile]
+        smem_u = np.zeros((16, UWS))
+        smem_u[:, tile * 16 : tile * 16 + 16] = uwin
+        sw = rng.standard_normal((16, NX))
+        eg = 0.8
+        v = rng.standard_normal((T, 16))
+        gam = -np.cumsum(rng.uniform(0.01, 0.3, T))
+        beta = rng.uniform(0.2, 0.9, T)
+        amat = np.tril(rng.standard_normal((T, T)) * 0.3, -1)
+        cmat = np.tril(rng.standard_normal((T, T)) * 0.3)
+        # M = (I + A)^-1 diag(beta), column t by the kernel's forward substitution
+        mmat = np.zeros((T, T))
+        for t in range(T):
+            col = []
+            for s in range(T):
+                m = beta[s] if s == t else 0.0
+                for r in range(s):
+                    m -= amat[s, r] * col[r]
+                col.append(m)
+                mmat[s, t] = m
+        ref_u, ref_o = _epilogue_reference(d, uwin, sw, eg, v, gam, beta, amat, cmat, T)
+
+        def at(M, i, j, ok):  # the kernel's clamped, masked smem reads
+            return M[i, j] if ok else 0.0
+
+        addr = {
+            ln: ((ln % 8) + 8 * ((ln // 8) // 2), tile * 16 + 8 * ((ln // 8) % 2))
+            for ln in range(32)
+        }
+        ua = _ldmatrix_x4_trans(smem_u, addr)
+        out_u, out_o = np.full((16, T), np.nan), np.full((16, T), np.nan)
+        acc = []
+        for nt in range(NXP // 8):
+            cin = {}
+            bsw = {}
+            for ln in range(32):
+                g, c = ln // 4, ln % 4
+                cin[ln] = [
+                    eg
+                    * at(d, g + 8 * (e // 2), nt * 8 + 2 * c + e % 2, nt * 8 + 2 * c + e % 2 < NX)
+                    for e in range(4)
+                ]
+                n_b = nt * 8 + g
+                bsw[ln] = [
+                    np.array(
+                        [
+                            at(sw, 2 * c + 8 * hf, n_b, n_b < NX),
+                            at(sw, 2 * c + 8 * hf + 1, n_b, n_b < NX),
+                        ]
+                    )
+                    for hf in (0, 1)
+                ]
+            acc.append(_mma(ua, bsw, cin))
+        cols = {
+            ln: [
+                (n < T, T <= n < 2 * T, min(max(n if n < T else n - T, 0), T - 1))
+                for nt in range(NXP // 8)
+                for n in (nt * 8 + 2 * (ln % 4), nt * 8 + 2 * (ln % 4) + 1)
+            ]
+            for ln in range(32)
+        }
+        ra, cq, bm = {}, {}, {}
+        for ln in range(32):
+            g, c = ln // 4, ln % 4
+            res, q = [], []
+            for e in range(4):
+                ks, qs, tok = cols[ln][e % 2]
+                row = g + 8 * (e // 2)
+                hxv = acc[0][ln][e]
+                res.append(v[tok, row] - np.exp(gam[tok]) * hxv if ks else 0.0)
+                q.append(np.exp(gam[tok]) * hxv if qs else 0.0)
+            ra[ln] = [np.array(res[0:2]), np.array(res[2:4]), np.zeros(2), np.zeros(2)]
+            cq[ln] = q
+            bm[ln] = [
+                np.array(
+                    [
+                        at(mmat, g, 2 * c, g < T and 2 * c < T),
+                        at(mmat, g, 2 * c + 1, g < T and 2 * c + 1 < T),
+                    ]
+                ),
+                np.zeros(2),
+            ]
+        dd = _mma(ra, bm, cq)
+        au = {}
+        for ln in range(32):
+            uu = [dd[ln][e] if cols[ln][e % 2][0] else 0.0 for e in range(4)]
+            au[ln] = [np.array(uu[0:2]), np.array(uu[2:4]), np.zeros(2), np.zeros(2)]
+        fin = []
+        for nt in range(NXP // 8):
+            bc, cin = {}, {}
+            for ln in range(32):
+                g, c = ln // 4, ln % 4
+                s_b = nt * 8 + g - T
+                ok = 0 <= s_b < T
+                sbc = min(max(s_b, 0), T - 1)
+                bc[ln] = [
+                    np.array(
+                        [
+                            at(cmat, sbc, 2 * c, ok and 2 * c < T),
+                            at(cmat, sbc, 2 * c + 1, ok and 2 * c + 1 < T),
+                        ]
+                    ),
+                    np.zeros(2),
+                ]
+                if nt == 0:
+                    cin[ln] = dd[ln]
+                else:
+                    cin[ln] = []
+                    for e in range(4):
+                        _, qs, tok = cols[ln][2 * nt + e % 2]
+                        cin[ln].append(np.exp(gam[tok]) * acc[nt][ln][e] if qs else 0.0)
+            fin.append(_mma(au, bc, cin))
+        for nt in range(NXP // 8):
+            for ln in range(32):
+                g = ln // 4
+                for e in range(4):
+                    ks, qs, tok = cols[ln][2 * nt + e % 2]
+                    row = g + 8 * (e // 2)
+                    if ks:
+                        out_u[row, tok] = fin[nt][ln][e]
+                    if qs:
+                        out_o[row, tok] = fin[nt][ln][e]
+        assert np.abs(out_u - ref_u).max() < 1e-9, T
+        assert np.abs(out_o - ref_o).max() < 1e-9, T

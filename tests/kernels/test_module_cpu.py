@@ -1,5 +1,5 @@
 """CPU checks of kernels/gdn_ucache_flush.py (and of the next version,
-kernels/gdn_ucache_flush_v4.py, while it is not the default yet): module identity, validation,
+kernels/gdn_ucache_flush_next.py, while it is not the default yet): module identity, validation,
 and sm_90a compilation.
 
 No GPU needed. The compile test cross-compiles kernel variants with CuTe-DSL (CUTE_DSL_ARCH=sm_90a /
@@ -21,7 +21,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[2]
 KERNEL = REPO / "kernels" / "gdn_ucache_flush.py"
-NEXT = REPO / "kernels" / "gdn_ucache_flush_v4.py"  # the next version until it is proven on a GPU
+NEXT = REPO / "kernels" / "gdn_ucache_flush_next.py"  # the next version until it is proven on a GPU
 KERNEL_FILES = [KERNEL] + ([NEXT] if NEXT.exists() else [])
 
 

@@ -94,6 +94,15 @@ def test_native_t(arm: str, T: int) -> None:
     _run(arm, num_requests=5, num_k_heads=2, num_v_heads=4, num_tokens=T, steps=24)
 
 
+@pytest.mark.parametrize("T", [3, 4, 8])
+@pytest.mark.parametrize("arm", ["serving", "bf16"])
+def test_scalar_qk_path(arm: str, T: int, monkeypatch) -> None:
+    # the fallback for q/k rows that are not 16-byte aligned (element loads, norms through smem);
+    # the harness's rows are aligned, so the knob forces it
+    monkeypatch.setenv("GDN_UCACHE_VEC_QK", "0")
+    _run(arm, num_requests=5, pad_rows=1, num_k_heads=2, num_v_heads=4, num_tokens=T, steps=20)
+
+
 @pytest.mark.parametrize("gates", ["no_decay", "strong_decay", "beta_zero", "degenerate"])
 def test_gate_regimes_zero_rows(gates: str) -> None:
     _run(
