@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Session 4's e2e GPU command (#10), run on the H200 host after the bundle is unpacked:
+#
+#   bash bench/h200_e2e_s4.sh [STEP ...]        (default: models reject triton probe)
+#
+# Steps, in priority order; each starts only with enough of the budget left and is skipped when a
+# previous call on the same (warm) host already finished it, so a second call with the same
+# command continues where the first stopped:
+#   models  geom-35b-{agree,reject} into /tmp/e2e-models (bench/e2e.py models)
+#   reject  speed sweep at the reject level: native, ucache_ours, ucache_flashinfer, replay_triton,
+#           B 1,8,32,128,256 (a re-run repeats only the backends without an ok result)
+#   triton  replay_triton speed row at the agree level (cut by the deadline in session 3)
+#   probe   bench/e2e_probe.py: why ucache_flashinfer runs at ~0.55x native (results/e2e/README.md);
+#           backends $E2E_S4_PROBE_BACKENDS (default ucache_flashinfer,ucache_ours)
+# Budget: BUDGET_S seconds of wall time from the script's start (default 540); pass what the call
+# has left, e.g. `BUDGET_S=$((560 - SECONDS)) bash bench/h200_e2e_s4.sh` after stage/unpack.
+# Results accumulate in $E2E_S4_WORK (default /tmp/e2e-s4); after every step all of them are packed
+# into ONE file, $OUT/e2e-s4.tar.xz (the device tool returns few files). Render on the CPU:
+#   tar -xJf e2e-s4.tar.xz && python3 bench/e2e.py report e2e/e2e-speed-reject*.json --out results/e2e --name e2e-h200-session4-reject
+set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,19p' "$0"; exit 0; fi
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+budget=${BUDGET_S:-540}
+reserve=20 # packing + margin before the call's limit
+work=${E2E_S4_WORK:-/tmp/e2e-s4}
+models=${E2E_MODELS_DIR:-/tmp/e2e-models}
+out=${OUT:-$work/out}
+mkdir -p "$work/e2e" "$work/probe" "$out"
+steps=("$@")
+[[ ${#steps[@]} -gt 0 ]] || steps=(models reject triton probe)
+if [[ -z ${GDN_HOST_SITE:-} && -f /tmp/gdn-host/env.sh ]]; then
+  # shellcheck source=/dev/null
+  source /tmp/gdn-host/env.sh
+fi
+
+left() { echo $((budget - ($(date +%s) - start))); }
+log() { echo "[s4 $(($(date +%s) - start))s, $(left)s left] $*"; }
+
+pack() {
+  tar -C "$work" -cf - e2e probe | xz -T0 -6 > "$out/e2e-s4.tar.xz.tmp"
+  mv "$out/e2e-s4.tar.xz.tmp" "$out/e2e-s4.tar.xz"
+}
+
+# Backends of $2 (comma list) without an "ok" result in the JSON files $1*.json (e2e or probe).
+missing() {
+  python3 - "$1" "$2" <<'PY'
+import glob, json, sys
+stem, wanted = sys.argv[1], sys.argv[2].split(",")
+ok = set()
+for path in glob.glob(stem + "*.json"):
+    try:
+        for res in json.load(open(path))["results"]:
+            if res.get("status") == "ok":
+                ok.add(res["job"]["backend"])
+    except (OSError, ValueError, KeyError):
+        pass
+print(",".join(b for b in wanted if b not in ok))
+PY
+}
+
+# speed NAME MODEL BACKENDS: one bench/e2e.py speed run for the backends still missing.
+speed() {
+  local name=$1 model=$2 todo n
+  todo=$(missing "$work/e2e/$name" "$3")
+  if [[ -z $todo ]]; then log "$name: done in an earlier call"; return; fi
+  if (($(left) < reserve + 90)); then log "$name: skipped ($todo; no time left)"; return; fi
+  n=$(find "$work/e2e" -maxdepth 1 -name "$name*.json" | wc -l)
+  [[ $n -eq 0 ]] || name=$name-$((n + 1))
+  log "$name: $todo"
+  python3 bench/e2e.py run --suite speed --speed-models "$model" --backends "$todo" \
+    --batches 1,8,32,128,256 --models-dir "$models" --out "$work/e2e" \
+    --deadline-s $(($(left) - reserve)) --name "$name" || log "$name: exit $?"
+}
+
+trap pack EXIT
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
+for step in "${steps[@]}"; do
+  case $step in
+    models)
+      if [[ -f $models/geom-35b-agree/config.json && -f $models/geom-35b-reject/config.json ]]; then
+        log "models: present"
+      else
+        log "models: geom-35b"
+        python3 bench/e2e.py models "$models" --models geom-35b || { log "models: exit $?"; exit 1; }
+      fi
+      ;;
+    reject) speed e2e-speed-reject geom-35b-reject native,ucache_ours,ucache_flashinfer,replay_triton ;;
+    triton) speed e2e-speed-agree-triton geom-35b-agree replay_triton ;;
+    probe)
+      todo=$(missing "$work/probe/probe-s4" "${E2E_S4_PROBE_BACKENDS:-ucache_flashinfer,ucache_ours}")
+      if [[ -z $todo ]]; then
+        log "probe: done in an earlier call"
+      elif (($(left) < reserve + 90)); then
+        log "probe: skipped ($todo; no time left)"
+      else
+        n=$(find "$work/probe" -maxdepth 1 -name "probe-s4*.json" | wc -l)
+        name=probe-s4
+        [[ $n -eq 0 ]] || name=probe-s4-$((n + 1))
+        log "$name: $todo"
+        python3 bench/e2e_probe.py run --models-dir "$models" --out "$work/probe" \
+          --backends "$todo" --batches 1,32,256 \
+          --deadline-s $(($(left) - reserve)) --name "$name" || log "probe: exit $?"
+      fi
+      ;;
+    *) echo "unknown step $step (models reject triton probe)" >&2; exit 2 ;;
+  esac
+  pack
+done
+log "packed: $(ls -l "$out/e2e-s4.tar.xz")"

@@ -1,0 +1,175 @@
+"""bench/e2e_probe.py and bench/h200_e2e_s4.sh (#10, session 4) on CPU: arguments, the engines
+match the speed suite's, the kernel-call instrumentation on a fake kernel module, the report,
+the parent with failing workers, and the GPU script's step logic without a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from tools.e2e import plan
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench/h200_e2e_s4.sh"
+
+
+def load_probe():
+    spec = importlib.util.spec_from_file_location("bench_e2e_probe", ROOT / "bench/e2e_probe.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+probe = load_probe()
+
+
+def test_arguments_and_defaults() -> None:
+    args = probe.parse_args(["run", "--models-dir", "m", "--out", "o"])
+    assert args.backends == ["ucache_flashinfer", "ucache_ours"]
+    assert args.model == "geom-35b-agree" and args.batches == [1, 32, 256]
+    with pytest.raises(SystemExit):
+        probe.parse_args(["run", "--models-dir", "m", "--out", "o", "--backends", "bogus"])
+
+
+def test_probe_engines_are_the_speed_suites() -> None:
+    """The probe must measure the engine of the 0.55x rows, not a variant of it."""
+    jobs = probe.probe_jobs(["ucache_flashinfer", "ucache_ours"], "geom-35b-agree", [1, 32], 128)
+    for job in jobs:
+        (speed,) = plan.speed_jobs([job.backend], ["geom-35b-agree"], 1, (1, 32), 128)
+        assert job.engine == speed.engine and job.env == speed.env
+    assert jobs[0].env["VLLM_GDN_UCACHE_MODULE"] == "${GDN_FLASHINFER_UCACHE_MODULE}"
+    assert jobs[1].env["VLLM_GDN_UCACHE_MODULE"].endswith("kernels/gdn_ucache_flush.py")
+
+
+def test_kernel_wrapper_counts_calls_compiles_and_rows() -> None:
+    torch = pytest.importorskip("torch")
+    module = types.ModuleType("fake_kernel")
+    module._CACHE = {}
+
+    def kernel(*args, q=None, **kwargs):
+        key = ("static", q.shape[0])  # flashinfer's strided mode keys on the batch
+        if key not in module._CACHE:
+            module._CACHE[key] = object()
+        return q
+
+    module.gated_delta_rule_mtp_ucache_flush = kernel
+    p = probe.Probe()
+    p.wrap_kernel_module(module)
+    p.wrap_kernel_module(module)  # idempotent
+    p.phase = "init"
+    for rows in (1, 8, 1):
+        module.gated_delta_rule_mtp_ucache_flush(q=torch.zeros(rows, 4))
+    p.phase = "timed-1"
+    for _ in range(3):
+        module.gated_delta_rule_mtp_ucache_flush(q=torch.zeros(1, 4))
+    init, timed = p.phases["init"].summary(), p.phases["timed-1"].summary()
+    assert init["compiles"] == 2 and init["compile_rows"] == [1, 8]
+    assert init["kernel_calls_eager"] == 3 and init["rows"] == {1: 2, 8: 1}
+    assert timed["compiles"] == 0 and timed["kernel_calls_eager"] == 3
+    assert timed["host_us_median"] is not None and timed["gpu_us_median"] is None  # no CUDA
+
+
+def test_markdown_lists_points_phases_and_profile() -> None:
+    result = {
+        "job": {"backend": "ucache_flashinfer", "model": "geom-35b-agree"},
+        "status": "ok",
+        "config": {"use_v2_model_runner": True},
+        "init_s": 80.0,
+        "points": [
+            {
+                "batch": 32,
+                "decode_tok_s": 9497.0,
+                "steps_timed": 53,
+                "steps_full_graph": 52,
+                "wall_ms_per_step": 8.1,
+                "forward_ms_median": 1.2,
+                "drafter_ms_median": 0.4,
+            }
+        ],
+        "phases": {
+            "init": {"compiles": 7, "compile_s": 30.1, "compile_rows": [1, 2, 8]},
+            "timed-32": {"kernel_calls_eager": 6, "rows": {"256": 6}, "host_us_median": 400.0},
+        },
+        "profile": {"gpu": "name  time\nkernel 1.0"},
+    }
+    text = probe.markdown([result, {"job": {"backend": "x"}, "status": "error", "error": "E"}])
+    assert "| 32 | 9497.0 | 53 (52) | 8.1 | 1.2 | 0.4 | 6 (rows {'256': 6}) | 400.0 |" in text
+    assert "init: 7 compiles (30.1 s, rows [1, 2, 8])" in text
+    assert "kernel 1.0" in text and "## x on None: error" in text
+
+
+def test_parent_records_failing_workers(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench/e2e_probe.py"), "run", "--models-dir", str(tmp_path)]
+        + ["--out", str(out), "--backends", "ucache_ours", "--deadline-s", "200"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (res,) = json.loads((out / "probe.json").read_text())["results"]
+    assert res["status"] == "error" and res["job"]["backend"] == "ucache_ours"
+    assert "## ucache_ours on geom-35b-agree: error" in (out / "probe.md").read_text()
+
+
+def test_gpu_script_help_shellcheck_and_skips_without_budget(tmp_path: Path) -> None:
+    proc = subprocess.run(["bash", SCRIPT, "--help"], capture_output=True, text=True, check=True)
+    assert "BUDGET_S" in proc.stdout and "e2e-s4.tar.xz" in proc.stdout
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck:
+        subprocess.run([shellcheck, SCRIPT], check=True)
+    env = {
+        **os.environ,
+        "E2E_S4_WORK": str(tmp_path / "w"),
+        "OUT": str(tmp_path / "out"),
+        "E2E_MODELS_DIR": str(tmp_path / "m"),
+        "BUDGET_S": "60",
+    }
+    proc = subprocess.run(
+        ["bash", SCRIPT, "reject", "triton", "probe"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("no time left") == 3
+    assert (tmp_path / "out/e2e-s4.tar.xz").is_file()
+    bad = subprocess.run(["bash", SCRIPT, "bogus"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and "unknown step" in bad.stderr
+
+
+def test_gpu_script_continues_only_missing_backends(tmp_path: Path) -> None:
+    """A second call on the warm host repeats only the backends without an ok result."""
+    work = tmp_path / "w"
+    (work / "e2e").mkdir(parents=True)
+    results = [
+        {"job": {"backend": "native"}, "status": "ok"},
+        {"job": {"backend": "ucache_ours"}, "status": "ok"},
+        {"job": {"backend": "ucache_flashinfer"}, "status": "timeout (480 s, reached: ok)"},
+    ]
+    (work / "e2e/e2e-speed-reject.json").write_text(json.dumps({"results": results}))
+    (work / "e2e/e2e-speed-agree-triton.json").write_text(
+        json.dumps({"results": [{"job": {"backend": "replay_triton"}, "status": "ok"}]})
+    )
+    env = {
+        **os.environ,
+        "E2E_S4_WORK": str(work),
+        "OUT": str(tmp_path / "out"),
+        "E2E_MODELS_DIR": str(tmp_path / "m"),
+        "BUDGET_S": "60",
+    }
+    proc = subprocess.run(
+        ["bash", SCRIPT, "reject", "triton"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "e2e-speed-reject: skipped (ucache_flashinfer,replay_triton; no time left)" in proc.stdout
+    )
+    assert "e2e-speed-agree-triton: done in an earlier call" in proc.stdout
