@@ -182,7 +182,8 @@ class Probe:
         ):
             try:
                 cls = getattr(importlib.import_module(mod_name), cls_name)
-            except (ImportError, AttributeError):
+            except Exception as exc:  # noqa: BLE001 - the other runner's module may not import
+                self.installed.append(f"{cls_name}: not patched ({type(exc).__name__})")
                 continue
             self._wrap_dispatch(cls, v2)
             self.installed.append(f"{cls_name}.dispatch")

@@ -173,3 +173,65 @@ def test_gpu_script_continues_only_missing_backends(tmp_path: Path) -> None:
         "e2e-speed-reject: skipped (ucache_flashinfer,replay_triton; no time left)" in proc.stdout
     )
     assert "e2e-speed-agree-triton: done in an earlier call" in proc.stdout
+
+
+def test_install_patches_adapter_dispatch_and_gc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """install() against stand-ins of the vLLM modules it patches (names as on gdn-ucache)."""
+    import gc
+
+    torch = pytest.importorskip("torch")
+    kernel = types.ModuleType("fake_kernel")
+    kernel._CACHE = {}
+    kernel.gated_delta_rule_mtp_ucache_flush = lambda *a, q=None, **k: q
+    adapter = types.ModuleType(probe.ADAPTER)
+    adapter.load_ucache_kernel_module = lambda *a, **k: kernel
+    runner_v2 = types.ModuleType("vllm.v1.worker.gpu.cudagraph_utils")
+    dispatcher_v1 = types.ModuleType("vllm.v1.cudagraph_dispatcher")
+
+    class Desc:
+        cg_mode = types.SimpleNamespace(name="FULL")
+        num_tokens = 128
+
+    class CudaGraphManager:
+        def dispatch(self, *args, **kwargs):
+            return Desc()
+
+    class CudagraphDispatcher:
+        def dispatch(self, num_tokens, *args, **kwargs):
+            return types.SimpleNamespace(name="NONE"), types.SimpleNamespace(num_tokens=num_tokens)
+
+    runner_v2.CudaGraphManager = CudaGraphManager
+    dispatcher_v1.CudagraphDispatcher = CudagraphDispatcher
+    for name, module in (
+        (probe.ADAPTER, adapter),
+        ("vllm.v1.worker.gpu.cudagraph_utils", runner_v2),
+        ("vllm.v1.cudagraph_dispatcher", dispatcher_v1),
+    ):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(torch.cuda.CUDAGraph, "replay", torch.cuda.CUDAGraph.replay)
+    callbacks = list(gc.callbacks)
+    p = probe.Probe()
+    try:
+        p.install()
+        assert p.installed == [
+            "kernel wrapper",
+            "CUDAGraph.replay",
+            "CudaGraphManager.dispatch",
+            "CudagraphDispatcher.dispatch",
+            "gc.callbacks",
+        ]
+        p.phase = "timed-32"
+        module = adapter.load_ucache_kernel_module()
+        module.gated_delta_rule_mtp_ucache_flush(q=torch.zeros(32, 4))
+        CudaGraphManager().dispatch(32, 128, 4, 0)
+        CudagraphDispatcher().dispatch(7)
+        gc.collect()
+        summary = p.phases["timed-32"].summary()
+        assert summary["kernel_calls_eager"] == 1 and summary["rows"] == {32: 1}
+        assert summary["dispatch"] == {
+            "CudaGraphManager:FULL:128": 1,
+            "CudagraphDispatcher:NONE:7": 1,
+        }
+        assert summary["gc_collections"] == {"2": 1}
+    finally:
+        gc.callbacks[:] = callbacks
