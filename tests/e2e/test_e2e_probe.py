@@ -235,3 +235,30 @@ def test_install_patches_adapter_dispatch_and_gc(monkeypatch: pytest.MonkeyPatch
         assert summary["gc_collections"] == {"2": 1}
     finally:
         gc.callbacks[:] = callbacks
+
+
+def test_flashinfer_static_variant_cross_compiles_in_seconds(tmp_path: Path) -> None:
+    """tools/e2e/fi_static_compile.py: flashinfer's kernel in vLLM's strided static mode compiles
+    on a CPU (sm_90a) in seconds, with the compact mode's PTX instruction mix."""
+    pytest.importorskip("cutlass")
+    from tools.e2e import fi_static_compile
+
+    if not fi_static_compile.DEFAULT_FI.is_file():
+        pytest.skip("no .gpu/fi: run scripts/gpu-bundle.sh")
+    mixes = []
+    for extra in ([], ["--compact"]):
+        dump = tmp_path / (extra[0][2:] if extra else "strided")
+        proc = subprocess.run(
+            [sys.executable, "-m", "tools.e2e.fi_static_compile", "--batches", "2"]
+            + ["--dump", str(dump), *extra],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        first, *rest = proc.stdout.splitlines()
+        assert json.loads(first)["compile_s"] < 60
+        (mix,) = json.loads("\n".join(rest))["ptx"].values()
+        mixes.append({k: v for k, v in mix.items() if k != "lines"})
+    assert mixes[0] == mixes[1] and mixes[0]["mma.sync"] > 0
