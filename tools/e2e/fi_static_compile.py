@@ -8,7 +8,9 @@ kernel class on a CPU (sm_90a, fake tensors, no GPU) for a list of B. It reports
 
 - the seconds each compile takes;
 - optionally, with `--dump DIR`, the PTX instruction mix of each variant, for comparison with
-  the compact mode that results/kernel and results/triton timed (`--compact`).
+  the compact mode that results/kernel and results/triton timed (`--compact`);
+- optionally, with `--host-us`, the host time per call of the argument conversion alone
+  (flashinfer's wrapper against ours).
 
 It executes the flashinfer file as found (default `.gpu/fi/...`, built by scripts/gpu-bundle.sh)
 and copies nothing from it.
@@ -110,6 +112,52 @@ def compile_one(module, batch: int, compact: bool, pool: int = 2048) -> float:
     return time.perf_counter() - start
 
 
+def host_conversion_us(batch: int = 32, calls: int = 2000) -> dict[str, float]:
+    """Host microseconds per call of the argument conversion alone, on CPU tensors laid out
+    like vLLM's: flashinfer's wrapper (4 meta-tensor density checks + 15 `from_dlpack`) vs
+    ours (15 `make_ptr`). The JIT-executor call itself needs a GPU and comes on top."""
+    import cutlass
+    import cutlass.cute as cute
+    import torch
+    from cutlass.cute.runtime import from_dlpack, make_ptr
+
+    rs = 2 * H * K + HV * V
+    rows = torch.zeros(batch * T, rs, dtype=torch.bfloat16).unflatten(0, (batch, T))
+    q = rows[..., : H * K].unflatten(-1, (H, K))
+    k = rows[..., H * K : 2 * H * K].unflatten(-1, (H, K))
+    v = rows[..., 2 * H * K :].unflatten(-1, (HV, V))
+    ab = torch.zeros(batch * T, 2 * HV, dtype=torch.bfloat16).unflatten(0, (batch, T))
+    a, b = ab[..., :HV], ab[..., HV:]
+    page = torch.zeros(8, PAGE_BYTES // 2, dtype=torch.float16)
+    h0 = page[:, : HV * V * K].unflatten(1, (HV, V, K))
+    kc = page[:, : H * 32 * K].unflatten(1, (H, 32, K))
+    uc = page[:, : HV * 32 * V].unflatten(1, (HV, 32, V))
+    gc = page.view(torch.float32)[:, : HV * 32].unflatten(1, (HV, 32))
+    idx = torch.zeros(batch, dtype=torch.int32)
+    out = torch.zeros(batch, T, HV, V, dtype=torch.bfloat16)
+    alog = torch.zeros(HV, dtype=torch.bfloat16)
+    tensors = [q, k, v, a, b, alog, alog, h0, idx, kc, uc, gc, idx, idx, out]
+    gm = cute.AddressSpace.gmem
+
+    def flashinfer_like() -> None:
+        for t in (h0, kc, uc, gc):
+            torch.empty(t.shape[1:], device="meta").stride()
+        [from_dlpack(t, 16) for t in tensors]
+
+    def ours_like() -> None:
+        [make_ptr(cutlass.BFloat16, t.data_ptr(), gm, assumed_align=2) for t in tensors]
+
+    result = {}
+    for fn in (flashinfer_like, ours_like):
+        for _ in range(50):
+            fn()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        result[fn.__name__] = round((time.perf_counter() - start) / calls * 1e6, 1)
+    return result
+
+
 def ptx_mix(directory: Path) -> dict[str, dict[str, int]]:
     out = {}
     for ptx in sorted(directory.glob("*.ptx")):
@@ -124,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=lambda s: [int(x) for x in s.split(",")], default=[1])
     parser.add_argument("--compact", action="store_true", help="the benchmarks' compact mode")
     parser.add_argument("--dump", type=Path, default=None, help="keep PTX here and count ops")
+    parser.add_argument(
+        "--host-us", action="store_true", help="also time the argument conversion per call"
+    )
     args = parser.parse_args(argv)
     if not args.kernel.is_file():
         print(f"no {args.kernel}: run scripts/gpu-bundle.sh", file=sys.stderr)
@@ -137,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     for batch in args.batches:
         seconds = compile_one(module, batch, args.compact)
         print(json.dumps({"mode": mode, "B": batch, "compile_s": round(seconds, 2)}), flush=True)
+    if args.host_us:
+        print(json.dumps({"host_us_per_call": host_conversion_us()}), flush=True)
     if args.dump:
         print(json.dumps({"ptx": ptx_mix(args.dump)}, indent=1))
     return 0
