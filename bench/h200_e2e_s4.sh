@@ -37,9 +37,15 @@ fi
 left() { echo $((budget - ($(date +%s) - start))); }
 log() { echo "[s4 $(($(date +%s) - start))s, $(left)s left] $*"; }
 
-pack() {
-  tar -C "$work" -cf - e2e probe | xz -T0 -6 > "$out/e2e-s4.tar.xz.tmp"
-  mv "$out/e2e-s4.tar.xz.tmp" "$out/e2e-s4.tar.xz"
+pack() { # Python's tarfile: no reliance on an xz binary on the host
+  python3 - "$work" "$out/e2e-s4.tar.xz" <<'PY' || echo "pack failed" >&2
+import os, sys, tarfile
+work, dest = sys.argv[1], sys.argv[2]
+with tarfile.open(dest + ".tmp", "w:xz") as tar:
+    for name in ("e2e", "probe"):
+        tar.add(os.path.join(work, name), arcname=name)
+os.replace(dest + ".tmp", dest)
+PY
 }
 
 # Backends of $2 (comma list) without an "ok" result in the JSON files $1*.json (e2e or probe).
