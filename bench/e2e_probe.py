@@ -344,18 +344,21 @@ def run_worker(job: dict, models_dir: Path, result_path: Path, opts: dict) -> in
             result["phases"] = {k: v.summary() for k, v in probe.phases.items()}
             write()
         if opts.get("profile_batch"):
-            from torch.profiler import ProfilerActivity, profile
+            try:  # a profiler failure leaves the measurements above standing
+                from torch.profiler import ProfilerActivity, profile
 
-            batch = opts["profile_batch"]
-            probe.phase = f"profile-{batch}"
-            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                llm.generate(inputs[:batch], params(opts["profile_tokens"]), use_tqdm=False)
-            torch.cuda.synchronize()
-            result["profile"] = _profile_tables(prof)
-            if opts.get("trace"):
-                trace = Path(opts["trace"])
-                prof.export_chrome_trace(str(trace))
-                result["trace"] = trace.name
+                batch = opts["profile_batch"]
+                probe.phase = f"profile-{batch}"
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                    llm.generate(inputs[:batch], params(opts["profile_tokens"]), use_tqdm=False)
+                torch.cuda.synchronize()
+                result["profile"] = _profile_tables(prof)
+                if opts.get("trace"):
+                    trace = Path(opts["trace"])
+                    prof.export_chrome_trace(str(trace))
+                    result["trace"] = trace.name
+            except Exception as exc:  # noqa: BLE001
+                result["profile"] = {"error": f"{type(exc).__name__}: {exc}"[-1000:]}
         result["phases"] = {k: v.summary() for k, v in probe.phases.items()}
         result["status"] = "ok"
     except BaseException as exc:  # noqa: BLE001 - every failure is a result

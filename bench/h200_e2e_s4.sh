@@ -11,14 +11,15 @@
 #           B 1,8,32,128,256 (a re-run repeats only the backends without an ok result)
 #   triton  replay_triton speed row at the agree level (cut by the deadline in session 3)
 #   probe   bench/e2e_probe.py: why ucache_flashinfer runs at ~0.55x native (results/e2e/README.md);
-#           backends $E2E_S4_PROBE_BACKENDS (default ucache_flashinfer,ucache_ours)
+#           backends $E2E_S4_PROBE_BACKENDS (default ucache_flashinfer,ucache_ours,native;
+#           native last: the deadline cuts it first; it shows whether native steps are graphed)
 # Budget: BUDGET_S seconds of wall time from the script's start (default 540); pass what the call
 # has left, e.g. `BUDGET_S=$((560 - SECONDS)) bash bench/h200_e2e_s4.sh` after stage/unpack.
 # Results accumulate in $E2E_S4_WORK (default /tmp/e2e-s4); after every step all of them are packed
 # into ONE file, $OUT/e2e-s4.tar.xz (the device tool returns few files). Render on the CPU:
 #   tar -xJf e2e-s4.tar.xz && python3 bench/e2e.py report e2e/e2e-speed-reject*.json --out results/e2e --name e2e-h200-session4-reject
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,19p' "$0"; exit 0; fi
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,20p' "$0"; exit 0; fi
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 budget=${BUDGET_S:-540}
@@ -94,7 +95,7 @@ for step in "${steps[@]}"; do
     reject) speed e2e-speed-reject geom-35b-reject native,ucache_ours,ucache_flashinfer,replay_triton ;;
     triton) speed e2e-speed-agree-triton geom-35b-agree replay_triton ;;
     probe)
-      todo=$(missing "$work/probe/probe-s4" "${E2E_S4_PROBE_BACKENDS:-ucache_flashinfer,ucache_ours}")
+      todo=$(missing "$work/probe/probe-s4" "${E2E_S4_PROBE_BACKENDS:-ucache_flashinfer,ucache_ours,native}")
       if [[ -z $todo ]]; then
         log "probe: done in an earlier call"
       elif (($(left) < reserve + 90)); then
