@@ -74,11 +74,16 @@ k4)
   # timing, cold L2, graph replay: flashinfer, the shipped v4 (its table) and next's candidates
   NX=next=$NEXTF
   V4S=v4=kernels/gdn_ucache_flush.py
+  # optional: an earlier state of the next kernel (git show REV:kernels/... > .gpu/k4/prev.py)
+  mods=("$V4S" "$NX")
+  vars=(v4:base next:base next:bv128 next:bv128+late1+mbp7 next:bv128+late3+mbp6
+    next:bv128+late3+mbp7 next:bv128+late1+mbp6 next:bv128+late3+mbp5 next:bv64+mbp7 next:bv32
+    next:scalarqk)
+  if [[ -f .gpu/k4/prev.py ]]; then mods+=(prev=.gpu/k4/prev.py); vars=(prev:base "${vars[@]}"); fi
   timeout 100 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 48 --batch 256 128 32 8 1 \
     --flush 0 20 100 --budget-s 85 --json "$out/sweep-k4-serving.json" --backends flashinfer \
-    --modules "$V4S" "$NX" --variants v4:base next:base next:bv128 next:bv128+late1+mbp7 \
-    next:bv128+late3+mbp6 next:bv128+late3+mbp7 next:bv128+late1+mbp6 next:bv128+late3+mbp5 \
-    next:bv64+mbp7 next:bv32 next:scalarqk 2>&1 | tee "$out/sweep-k4-serving.log" | grep -v '^# v' || true
+    --modules "${mods[@]}" --variants "${vars[@]}" 2>&1 | tee "$out/sweep-k4-serving.log" |
+    grep -v '^# v' || true
   timeout 60 python3 bench/knockout.py --reps 8 --arm bf16 --hv 32 64 48 --batch 256 128 32 8 1 \
     --flush 0 20 100 --budget-s 50 --json "$out/sweep-k4-bf16.json" --backends flashinfer \
     --modules "$V4S" "$NX" --variants v4:base next:base next:bv128+late1+mbp7 \

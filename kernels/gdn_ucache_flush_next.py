@@ -229,6 +229,39 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             ],
         )
 
+    def ldg_b16(ptr: Any, pinned: bool = False) -> Any:
+        """A raw 16-bit element (zero-extended): issued now, converted where it is used (a load
+        and its conversion in one asm statement would wait for the data right there). pinned:
+        .volatile, which ptxas keeps in program order (otherwise it sinks loads whose use sits
+        in a branch into that branch, behind the branch's own DRAM trips)."""
+        vol = ".volatile" if pinned else ""
+        return cute.arch.inline_ptx(
+            f"ld{vol}.global.u16 {{$w0}}, [{{$r0}}];",
+            write_only_types=[Int32],
+            read_only_args=[ptr],
+        )
+
+    def ldg_b32(ptr: Any, pinned: bool = False) -> Any:
+        """A 32-bit word (raw bits); pinned as in ldg_b16."""
+        vol = ".volatile" if pinned else ""
+        return cute.arch.inline_ptx(
+            f"ld{vol}.global.b32 {{$w0}}, [{{$r0}}];",
+            write_only_types=[Int32],
+            read_only_args=[ptr],
+        )
+
+    def cvt_b16(x: Any, dt: torch.dtype) -> Any:
+        return cute.arch.inline_ptx(
+            f"{{ .reg .b16 h; cvt.u16.u32 h, {{$r0}}; cvt.f32.{_ptx_t(dt)} {{$w0}}, h; }}",
+            write_only_types=[Float32],
+            read_only_args=[x],
+        )
+
+    def as_f32(bits: Any) -> Any:
+        return cute.arch.inline_ptx(
+            "mov.b32 {$w0}, {$r0};", write_only_types=[Float32], read_only_args=[bits]
+        )
+
     def sts_v4_f32(ptr: Any, x: list) -> None:
         cute.arch.inline_ptx(
             "st.shared.v4.f32 [{$r0}], {{$r1}, {$r2}, {$r3}, {$r4}};",
@@ -240,6 +273,54 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 Float32(x[3]),
             ],
         )
+
+    def qk_rows_to_smem(
+        wq: tuple, r: Any, is_k: Any, xs_ptr: Any, c8: Any, scale: Any, io: torch.dtype,
+        ring: torch.dtype,
+    ) -> list:  # fmt: skip
+        """8 elements (one 16-byte load) of row r of [k; q]: L2 norm over the row's 16 lanes, q rows
+        scaled, stored as fp32 at xs[r, c8 .. c8 + 7]; returns them packed in the ring dtype (the
+        k ring append). Rows past 2T were loaded as zeros and stay zero."""
+        xv = []
+        for wd in range(4):
+            lo_, hi_ = unpack2(wq[wd], io)
+            xv.append(lo_)
+            xv.append(hi_)
+        ss = xv[0] * xv[0]
+        for e in range(1, 8):
+            ss = ss + xv[e] * xv[e]
+        for o in range(4):  # the row's 16 lanes
+            ss = ss + cute.arch.shuffle_sync_bfly(ss, offset=1 << o)
+        inv = cute.math.rsqrt(ss + Float32(EPS), fastmath=True)
+        inv = cutlass.select_(is_k, inv, inv * scale)
+        xv = [x_ * inv for x_ in xv]
+        sts_v4_f32(xs_ptr + (r * K_DIM + c8), xv[0:4])
+        sts_v4_f32(xs_ptr + (r * K_DIM + c8 + 4), xv[4:8])
+        return [pack2(xv[2 * e], xv[2 * e + 1], ring) for e in range(4)]
+
+    def gates_scan(ai: Any, bt: Any, alog: Any, dtb: Any, lane: Any, T: int) -> tuple:
+        """Warp 0: lane t < T gets gamma_t = sum_{i <= t} g_i (g_i = -exp(A_log) softplus(a_i +
+        dt_bias), an inclusive warp scan: one softplus per lane) and beta_t = sigmoid(b_t)."""
+        neg_a = -cute.math.exp(alog, fastmath=False)
+        x = ai + dtb
+        # stable softplus: max(x, 0) + log1p(exp(-|x|))
+        sp = cute.math.max(x, Float32(0.0)) + cute.math.log1p(
+            cute.math.exp(-cute.math.absf(x), fastmath=True)
+        )
+        gsum = cutlass.select_(lane < T, neg_a * sp, Float32(0.0))
+        for o in range(3):
+            if (1 << o) < T:
+                up = cute.arch.shuffle_sync_up(gsum, offset=1 << o)
+                gsum = gsum + cutlass.select_(lane >= (1 << o), up, Float32(0.0))
+        beta_t = Float32(1.0) / (Float32(1.0) + cute.math.exp(-bt, fastmath=True))
+        return gsum, beta_t
+
+    def select_token(vals: list, tl: Any, T: int) -> Any:
+        """vals[tl] for a run-time tl < T (a chain of selects)."""
+        x = vals[0]
+        for i in range(1, T):
+            x = cutlass.select_(tl == i, vals[i], x)
+        return x
 
     def split2(x0: Any, x1: Any, dt: torch.dtype) -> tuple:
         """(hi, lo) packed 16-bit pairs with hi + lo = (x0, x1) to ~2x the 16-bit precision."""
@@ -361,11 +442,30 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             accs.append([(ch[0][e] + ch[1][e]) + (ch[2][e] + ch[3][e]) for e in range(4)])
         return accs
 
+    def ldg_v4_if(ptr: Any, live: Any) -> tuple:
+        """16 bytes, or zeros without touching memory unless live (no branch)."""
+        return cute.arch.inline_ptx(
+            "{ .reg .pred pl; setp.ne.s32 pl, {$r1}, 0;"
+            " mov.b32 {$w0}, 0; mov.b32 {$w1}, 0; mov.b32 {$w2}, 0; mov.b32 {$w3}, 0;"
+            " @pl ld.global.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}]; }",
+            write_only_types=[Int32] * 4,
+            read_only_args=[ptr, cutlass.select_(live, Int32(1), Int32(0))],
+        )
+
     def load_state_tile(
-        st_head: Any, v0: Any, warp: Any, ti: int, ntile: int, g4: Any, c4: Any, skip: bool
+        st_head: Any,
+        v0: Any,
+        warp: Any,
+        ti: int,
+        ntile: int,
+        g4: Any,
+        c4: Any,
+        skip: bool,
+        live: Any = None,
     ) -> list:
         """16-byte loads of this thread's A fragments of state tile warp + 4 ti (rows g4, g4 + 8;
-        columns c4*8 + 32 i + 0..7). Warps without a tile (BV < 64) load a duplicate tile."""
+        columns c4*8 + 32 i + 0..7). Warps without a tile (BV < 64) load a duplicate tile. With
+        `live`, the loads are predicated on it (zeros otherwise)."""
         tile_ld = (warp + 4 * ti) % ntile
         sa_t = []
         for rr in range(2):
@@ -374,8 +474,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             for i in range(4):
                 if skip:
                     chunks.append((Int32(0),) * 4)
-                else:
+                elif live is None:
                     chunks.append(ldg_v4(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32)))
+                else:
+                    chunks.append(
+                        ldg_v4_if(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32), live)
+                    )
             sa_t.append(chunks)
         return sa_t
 
@@ -678,6 +782,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # each with one vector load, the L2 norms reduce over those 16 lanes in registers,
             # and the k ring append is one 16-byte store per thread (no norm pass over smem)
             self.vec_qk = vec_qk and not self.pf_act
+            # one row per CTA: every load that does not depend on the cursors (q/k rows, the v
+            # slice, the gates) is issued before the cursors return, and the ring windows and the
+            # g row go by cp.async right after them: two dependent DRAM trips per CTA, not ~five
+            self.early = not persist
             self.skip = frozenset(
                 skip
             )  # timing knock-outs (results are wrong): never in production
@@ -831,6 +939,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # that the B operand repeats. Warps without a tile (BV < 64) load a duplicate tile and
             # never use it.
             g4 = lane // 4
+            c8 = (tid % 16) * 8  # vec_qk: this thread's 8 elements of its [k; q] row
             c4 = lane % 4
             n_early = self.TILES_PER_WARP - self.late
             skip_state = "state" in self.skip
@@ -893,36 +1002,132 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
 
             # The three cursors are [B] tensors (real for pad rows too): load them together.
-            slot = cute.arch.load(idx + z0, Int32)
-            P = cute.arch.load(hist + z0, Int32)
-            base = cute.arch.load(cbase + z0, Int32)
-            if cutlass.const_expr(not self.persist):
+            if cutlass.const_expr(self.early):
+                slot = ldg_b32(idx + z0)
+                P = ldg_b32(hist + z0)
+                base = ldg_b32(cbase + z0)
+            else:
+                slot = cute.arch.load(idx + z0, Int32)
+                P = cute.arch.load(hist + z0, Int32)
+                base = cute.arch.load(cbase + z0, Int32)
+            wq_pre = []
+            v_pre = []
+            ab_cur = [Float32(0.0)]
+            if cutlass.const_expr(self.early):
+                # Cursor-independent loads first (a pad row's activation rows are inside their
+                # tensors' storage: reading them is harmless, the values are never used).
+                if cutlass.const_expr(self.vec_qk):
+                    for pss in cutlass.range_constexpr(XR // 8):
+                        rq1 = tid // 16 + 8 * pss
+                        rc0 = cutlass.min(rq1, Int32(NX - 1))
+                        wq_pre.append(
+                            ldg_v4_either(
+                                k + (Int64(z0) * k_sb + Int64(rc0) * k_st + Int64(ih * K_DIM + c8)),
+                                q
+                                + (
+                                    Int64(z0) * q_sb
+                                    + Int64(cutlass.max(rc0 - T, Int32(0))) * q_st
+                                    + Int64(ih * K_DIM + c8)
+                                ),
+                                rc0 < T,
+                                rq1 < NX,
+                            )
+                        )
+                for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
+                    ev0 = cutlass.min(tid + THREADS * i, Int32(T * BV - 1))
+                    v_pre.append(
+                        ldg_b16(
+                            v
+                            + (
+                                Int64(z0) * v_sb
+                                + Int64(ev0 // BV) * v_st
+                                + Int64(hv * V_DIM_C + v0 + ev0 % BV)
+                            )
+                        )
+                    )
+                # gates: lane t of warp 0 loads a_t, b_t (others a clamped duplicate)
+                tl0 = cutlass.min(tid, Int32(T - 1))
+                a_pre = ldg_b16(a + (Int64(z0) * a_sb + Int64(tl0) * a_st + Int64(hv)), True)
+                b_pre = ldg_b16(b + (Int64(z0) * b_sb + Int64(tl0) * b_st + Int64(hv)), True)
+                alog_pre = ldg_b32(cute.recast_ptr(a_log + Int64(hv), dtype=Int32), True)
+                dtb_pre = ldg_b32(cute.recast_ptr(dt_bias + Int64(hv), dtype=Int32), True)
+            if cutlass.const_expr(not self.persist and not self.early):
                 # Pad rows retire the whole CTA before touching anything row-keyed (vLLM may pass
                 # phantom as_strided rows for them).
                 cute.arch.inline_ptx("exit;", predicate=slot < Int32(0))
+            # (early: no exit, which ptxas treats as a wall that the early loads sink below; a
+            # pad row's state and window loads are predicated off and its work is skipped)
 
             # ---- phase 0: issue this thread's 16-byte state loads first; they stay in flight
             # through the whole prologue (a persistent CTA issues the next row's loads right
             # after this row's projection, so they fly during its epilogue). Pad rows load slot
             # 0's tiles (never used): loads stay unconditional and in bounds.
-            slot_ld = cutlass.max(slot, Int32(0)) if cutlass.const_expr(self.persist) else slot
+            slot_ld = (
+                cutlass.max(slot, Int32(0))
+                if cutlass.const_expr(self.persist or self.early)
+                else slot
+            )
             st_head0 = pool + (Int64(slot_ld) * pool_s0 + Int64(hv * V_DIM_C * K_DIM))
             sa_cur = [
-                load_state_tile(st_head0, v0, warp, ti, self.NTILE, g4, c4, skip_state)
+                load_state_tile(
+                    st_head0,
+                    v0,
+                    warp,
+                    ti,
+                    self.NTILE,
+                    g4,
+                    c4,
+                    skip_state,
+                    slot >= Int32(0) if self.early else None,
+                )  # fmt: skip
                 for ti in range(n_early)
             ]
-            ab_cur = [Float32(0.0)]
             if cutlass.const_expr(self.pf_act):
                 issue_acts(
                     q, k, v, q_sb, q_st, k_sb, k_st, v_sb, v_st, z0, slot >= Int32(0), ih, hv,
                     v0, tid, qk16, v16, T, BV,
                 )  # fmt: skip
                 ab_cur = load_gates(a, b, a_sb, a_st, b_sb, b_st, z0, slot, hv, tid, T, self.io)
-            if cutlass.const_expr(self.pf):
+            if cutlass.const_expr(self.pf or self.early):
                 issue_windows(
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
                     kc16, uw16, graw, BV, KPW,
                 )  # fmt: skip
+            kpk_pre = []
+            if cutlass.const_expr(self.early):
+                # The cursor-independent part of phase 1, while the state and windows are in
+                # flight: normalised [k^; q^] rows, the v slice and the gates into smem (a pad
+                # row does it too: its CTA-local smem is never read).
+                if cutlass.const_expr(self.vec_qk):
+                    for pss in cutlass.range_constexpr(XR // 8):
+                        rq0 = tid // 16 + 8 * pss
+                        kpk_pre.append(
+                            qk_rows_to_smem(
+                                wq_pre[pss],
+                                rq0,
+                                cutlass.min(rq0, Int32(NX - 1)) < T,
+                                xs_ptr,
+                                c8,
+                                scale,
+                                self.io,
+                                self.ring,
+                            )  # fmt: skip
+                        )
+                for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
+                    ev0 = tid + THREADS * i
+                    if cutlass.const_expr(T * BV >= THREADS * (i + 1)):
+                        vs[(ev0 // BV) * VSS + ev0 % BV] = cvt_b16(v_pre[i], self.io)
+                    else:
+                        if ev0 < T * BV:
+                            vs[(ev0 // BV) * VSS + ev0 % BV] = cvt_b16(v_pre[i], self.io)
+                if warp == 0:
+                    gsum0, beta0 = gates_scan(
+                        cvt_b16(a_pre, self.io), cvt_b16(b_pre, self.io), as_f32(alog_pre),
+                        as_f32(dtb_pre), lane, T,
+                    )  # fmt: skip
+                    if lane < T:
+                        gam[lane] = gsum0
+                        beta[lane] = beta0
             # A persistent CTA walks rows z0, z0 + nprog, ... (nprog = grid z); otherwise one row.
             n_items = Int32(1)
             if cutlass.const_expr(self.persist):
@@ -970,14 +1175,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     # empty).
                     g_row = gc + (slot64 * gc_s0 + Int64(hv * RING_SLOTS))
                     g_star = Float32(0.0)
-                    if P > Int32(0):
-                        if cutlass.const_expr(self.pf):
-                            g_star = gws_i[(base + P - 1) & RING_MASK]
-                        else:
-                            g_star = cute.arch.load(
-                                g_row + Int64((base + P - 1) & RING_MASK), Float32
-                            )
-                    eg_star = cute.math.exp(g_star, fastmath=True)
+                    eg_star = Float32(1.0)
+                    if cutlass.const_expr(not self.early):  # (early: after phase 1's barrier)
+                        if P > Int32(0):
+                            if cutlass.const_expr(self.pf):
+                                g_star = gws_i[(base + P - 1) & RING_MASK]
+                            else:
+                                g_star = cute.arch.load(
+                                    g_row + Int64((base + P - 1) & RING_MASK), Float32
+                                )
+                        eg_star = cute.math.exp(g_star, fastmath=True)
 
                     # ---- phase 1: activations, windows, gates -> smem ---------------------------
                     kc_head = kc + (slot64 * kc_s0 + Int64(ih * RING_SLOTS * K_DIM))
@@ -985,46 +1192,39 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     k_row = k + (Int64(bi) * k_sb + Int64(ih * K_DIM + tid))
                     if cutlass.const_expr(self.vec_qk):
                         # row r = tid // 16 (+ 8 per pass) of [k; q], elements c8 .. c8 + 7
-                        c8 = (tid % 16) * 8
                         k_appends = (vblk == 0) & (hv % HPG == 0)
                         for pss in cutlass.range_constexpr(XR // 8):
-                            r = tid // 16 + 8 * pss
-                            rc = cutlass.min(r, Int32(NX - 1))
+                            rq = tid // 16 + 8 * pss
+                            rc = cutlass.min(rq, Int32(NX - 1))
                             is_k = rc < T
-                            live_r = r < NX
-                            wq = ldg_v4_either(
-                                k + (Int64(bi) * k_sb + Int64(rc) * k_st + Int64(ih * K_DIM + c8)),
-                                q
-                                + (
-                                    Int64(bi) * q_sb
-                                    + Int64(cutlass.max(rc - T, Int32(0))) * q_st
-                                    + Int64(ih * K_DIM + c8)
-                                ),
-                                is_k,
-                                live_r,
-                            )
-                            xv = []
-                            for wd in cutlass.range_constexpr(4):
-                                lo_, hi_ = unpack2(wq[wd], self.io)
-                                xv.append(lo_)
-                                xv.append(hi_)
-                            ss = xv[0] * xv[0]
-                            for e in cutlass.range_constexpr(1, 8):
-                                ss = ss + xv[e] * xv[e]
-                            for o in cutlass.range_constexpr(4):  # the row's 16 lanes
-                                ss = ss + cute.arch.shuffle_sync_bfly(ss, offset=1 << o)
-                            inv = cute.math.rsqrt(ss + Float32(EPS), fastmath=True)
-                            inv = cutlass.select_(is_k, inv, inv * scale)
-                            xv = [x_ * inv for x_ in xv]  # rows >= NX stay zero
-                            sts_v4_f32(xs_ptr + (r * K_DIM + c8), xv[0:4])
-                            sts_v4_f32(xs_ptr + (r * K_DIM + c8 + 4), xv[4:8])
+                            live_r = rq < NX
+                            if cutlass.const_expr(self.early):
+                                kw = kpk_pre[pss]  # (normalised in the prologue)
+                            else:
+                                wq = ldg_v4_either(
+                                    k
+                                    + (
+                                        Int64(bi) * k_sb + Int64(rc) * k_st + Int64(ih * K_DIM + c8)
+                                    ),
+                                    q
+                                    + (
+                                        Int64(bi) * q_sb
+                                        + Int64(cutlass.max(rc - T, Int32(0))) * q_st
+                                        + Int64(ih * K_DIM + c8)
+                                    ),
+                                    is_k,
+                                    live_r,
+                                )
+                                kw = qk_rows_to_smem(
+                                    wq, rq, is_k, xs_ptr, c8, scale, self.io, self.ring
+                                )
                             if k_appends & is_k & live_r:
                                 stg_v4(
                                     cute.recast_ptr(
                                         kc_head + Int64(((base + P + rc) & RING_MASK) * K_DIM + c8),
                                         dtype=Int32,
                                     ),
-                                    [pack2(xv[2 * e], xv[2 * e + 1], self.ring) for e in range(4)],
+                                    kw,
                                 )
                     for r in cutlass.range_constexpr(0 if self.vec_qk else XR):
                         if cutlass.const_expr(r < NX):
@@ -1044,7 +1244,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             xs[r * K_DIM + tid] = Float32(0.0)
 
                     uc_head = uc + (slot64 * uc_s0 + Int64(hv * RING_SLOTS * V_DIM_C) + Int64(v0))
-                    if cutlass.const_expr(not self.pf):  # else already in smem (cp.async)
+                    if cutlass.const_expr(not (self.pf or self.early)):  # else cp.async
                         for i in cutlass.range_constexpr(2):
                             ci = tid + 128 * i
                             j = ci // 16
@@ -1082,63 +1282,56 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     for e in cutlass.range_constexpr(4):
                                         uww_i[(j * UWS + col) // 2 + e] = Int32(0)
 
-                    if tid < 16:
-                        wj = Float32(0.0)
-                        if tid < P:
-                            if cutlass.const_expr(self.pf):
-                                gj = gws_i[(base + tid) & RING_MASK]
-                            else:
-                                gj = cute.arch.load(
-                                    g_row + Int64((base + tid) & RING_MASK), Float32
-                                )
-                            wj = cute.math.exp(g_star - gj, fastmath=True)
-                        wv[tid] = wj
+                    if cutlass.const_expr(not self.early):  # (early: after phase 1's barrier)
+                        if tid < 16:
+                            wj = Float32(0.0)
+                            if tid < P:
+                                if cutlass.const_expr(self.pf):
+                                    gj = gws_i[(base + tid) & RING_MASK]
+                                else:
+                                    gj = cute.arch.load(
+                                        g_row + Int64((base + tid) & RING_MASK), Float32
+                                    )
+                                wj = cute.math.exp(g_star - gj, fastmath=True)
+                            wv[tid] = wj
 
-                    if warp == 0:
-                        # gamma_t = sum_{i <= t} g_i, g_i = -exp(A_log) softplus(a_i + dt_bias):
-                        # lane t computes g_t, an inclusive warp scan sums them; the g ring row
-                        # (cumulative since the checkpoint) is appended here too.
-                        alog = cute.arch.load(a_log + Int64(hv), Float32)
-                        dtb = cute.arch.load(dt_bias + Int64(hv), Float32)
-                        neg_a = -cute.math.exp(alog, fastmath=False)
-                        tl = cutlass.min(lane, Int32(T - 1))
-                        if cutlass.const_expr(self.pf_act):
-                            ai = ab_cur[0]
-                            for i in cutlass.range_constexpr(1, T):
-                                ai = cutlass.select_(tl == i, ab_cur[i], ai)
-                        else:
-                            ai = ld16(
-                                a + (Int64(bi) * a_sb + Int64(tl) * a_st + Int64(hv)), self.io
-                            )
-                        ai = ai + dtb
-                        # stable softplus: max(x, 0) + log1p(exp(-|x|))
-                        sp = cute.math.max(ai, Float32(0.0)) + cute.math.log1p(
-                            cute.math.exp(-cute.math.absf(ai), fastmath=True)
-                        )
-                        gsum = cutlass.select_(lane < T, neg_a * sp, Float32(0.0))
-                        for o in cutlass.range_constexpr(3):
-                            if cutlass.const_expr((1 << o) < T):
-                                up = cute.arch.shuffle_sync_up(gsum, offset=1 << o)
-                                gsum = gsum + cutlass.select_(lane >= (1 << o), up, Float32(0.0))
-                        if lane < T:
-                            gam[lane] = gsum
+                    if cutlass.const_expr(not self.early):
+                        if warp == 0:
+                            # (early: done in the prologue) lane t: gamma_t, beta_t; g ring append
+                            tl = cutlass.min(lane, Int32(T - 1))
                             if cutlass.const_expr(self.pf_act):
+                                ai = select_token(ab_cur, tl, T)
                                 bt = ab_cur[T]
                             else:
-                                bt = ld16(
-                                    b + (Int64(bi) * b_sb + Int64(lane) * b_st + Int64(hv)), self.io
+                                ai = ld16(
+                                    a + (Int64(bi) * a_sb + Int64(tl) * a_st + Int64(hv)), self.io
                                 )
-                            beta[lane] = Float32(1.0) / (
-                                Float32(1.0) + cute.math.exp(-bt, fastmath=True)
+                                bt = ld16(
+                                    b + (Int64(bi) * b_sb + Int64(tl) * b_st + Int64(hv)), self.io
+                                )
+                            gsum, beta_t = gates_scan(
+                                ai,
+                                bt,
+                                cute.arch.load(a_log + Int64(hv), Float32),
+                                cute.arch.load(dt_bias + Int64(hv), Float32),
+                                lane,
+                                T,
                             )
-                            if vblk == 0:
-                                gt = gsum
-                                if not is_flush:
-                                    gt = gt + g_star
-                                cute.arch.store(g_row + Int64((base + P + lane) & RING_MASK), gt)
+                            if lane < T:
+                                gam[lane] = gsum
+                                beta[lane] = beta_t
+                                if vblk == 0:
+                                    gt = gsum
+                                    if not is_flush:
+                                        gt = gt + g_star
+                                    cute.arch.store(
+                                        g_row + Int64((base + P + lane) & RING_MASK), gt
+                                    )
 
                     v_row = v + (Int64(bi) * v_sb + Int64(hv * V_DIM_C) + Int64(v0))
-                    for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
+                    for i in cutlass.range_constexpr(
+                        0 if self.early else (T * BV + THREADS - 1) // THREADS
+                    ):
                         e_ = tid + THREADS * i
                         if e_ < T * BV:
                             t_ = e_ // BV
@@ -1150,7 +1343,30 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     v_row + (Int64(t_) * v_st + Int64(lv)), self.io
                                 )
 
+                    if cutlass.const_expr(self.early):
+                        cute.arch.cp_async_wait_group(0)  # the windows and the g row (entry)
                     cute.arch.sync_threads()
+                    if cutlass.const_expr(self.early):
+                        # G* (0 for an empty window), the window weights w_j = e^{G* - g_j} (read
+                        # after the next barrier) and the g ring append, from the smem g row
+                        if P > Int32(0):
+                            g_star = gws_i[(base + P - 1) & RING_MASK]
+                        eg_star = cute.math.exp(g_star, fastmath=True)
+                        if tid < 16:
+                            wj = Float32(0.0)
+                            if tid < P:
+                                wj = cute.math.exp(
+                                    g_star - gws_i[(base + tid) & RING_MASK], fastmath=True
+                                )
+                            wv[tid] = wj
+                        if vblk == 0:
+                            if tid < T:
+                                gt = gam[tid]
+                                if not is_flush:
+                                    gt = gt + g_star
+                                cute.arch.store(g_row + Int64((base + P + tid) & RING_MASK), gt)
+                        if cutlass.const_expr(not self.bsmem):
+                            cute.arch.sync_threads()  # wv before the scores (bsmem has a barrier)
 
                     # ---- phase 2: L2 norms; ring appends of k (one CTA per key head) and g ------
                     for r in cutlass.range_constexpr(0 if self.vec_qk else NX):
@@ -1620,7 +1836,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     slot, P, base = nslot, nP, nbase
                     sa_cur = sa_nxt
                     ab_cur = ab_nxt
-            if cutlass.const_expr(self.pf):
+            if cutlass.const_expr(self.pf or self.early):
                 cute.arch.cp_async_wait_group(0)  # no copy in flight when the CTA retires
 
     return GdnDecodeUCacheFlushKernel
