@@ -63,6 +63,8 @@ CANDIDATES = (
     "bv128+late3+mbp7",
     "bv128+late3+mbp6",
     "bv128+late1+mbp7",
+    "bv128+late3+mbp5",
+    "bv128+late1+mbp6",
     "bv64+mbp7",
     "bv32",
     "bv16",
@@ -108,7 +110,9 @@ def variant_env(name: str) -> dict[str, str]:
     return env
 
 
-def choose(rows: list[dict[str, Any]], module: str = "v4") -> dict[tuple[int, int], str]:
+def choose(
+    rows: list[dict[str, Any]], module: str = "v4", exclude: tuple[str, ...] = ()
+) -> dict[tuple[int, int], str]:
     """Per (HV, B): the candidate of `module` timed at every flush level of that (HV, B) with the
     smallest worst ratio to flashinfer over the flush levels (the issue's "never slower" target;
     the flush mix is not known at launch time), ties and missing flashinfer: the lowest time at
@@ -120,7 +124,11 @@ def choose(rows: list[dict[str, Any]], module: str = "v4") -> dict[tuple[int, in
     for key, per_flush in by_point.items():
         names = None
         for us in per_flush.values():
-            mine = {c.partition(":")[2] for c in us if c.startswith(module + ":")}
+            mine = {
+                c.partition(":")[2]
+                for c in us
+                if c.startswith(module + ":") and c.partition(":")[2] not in exclude
+            }
             names = mine if names is None else names & mine
         if not names:
             continue
@@ -141,10 +149,18 @@ def choose(rows: list[dict[str, Any]], module: str = "v4") -> dict[tuple[int, in
     return out
 
 
-def report(paths: list[Path], out: Path, tag: str) -> int:
+def report(
+    paths: list[Path],
+    out: Path,
+    tag: str,
+    module: str = "v4",
+    ref: str = "v3:base",
+    exclude: tuple[str, ...] = (),
+) -> int:
     """Turn sweep JSONs into bench-style JSON/markdown/PNG. Rows of the same (arm, HV, B, flush)
     from several files are merged; the serving arm decides the configuration per (HV, B) (ours =
-    the chosen v4 candidate), flashinfer and v3 as timed in the same process."""
+    the chosen candidate of `module`, `exclude`d names never chosen), flashinfer and the `ref`
+    column (an earlier version) as timed in the same process."""
     from bench.bench_ucache import plot
 
     merged: dict[tuple, dict[str, Any]] = {}
@@ -155,7 +171,7 @@ def report(paths: list[Path], out: Path, tag: str) -> int:
             row["us"].update(r["us"])
     rows_all = list(merged.values())
     arms = sorted({r["arm"] for r in rows_all}, key=lambda a: (a != "serving", a))
-    chosen = choose([r for r in rows_all if r["arm"] == arms[0]])
+    chosen = choose([r for r in rows_all if r["arm"] == arms[0]], module, exclude)
     results = []
     for arm in arms:
         for r in sorted(
@@ -167,9 +183,9 @@ def report(paths: list[Path], out: Path, tag: str) -> int:
             row = {k: r[k] for k in ("arm", "HV", "B", "flush_pct", "floor_us")}
             row["config"] = pick
             row["us"] = {}
-            if pick and f"v4:{pick}" in us:
-                row["us"]["ours"] = us[f"v4:{pick}"]
-            for src, name in (("flashinfer:base", "flashinfer"), ("v3:base", "ours_v3")):
+            if pick and f"{module}:{pick}" in us:
+                row["us"]["ours"] = us[f"{module}:{pick}"]
+            for src, name in (("flashinfer:base", "flashinfer"), (ref, "ours_v3")):
                 if src in us:
                     row["us"][name] = us[src]
             row["all_us"] = us
@@ -181,12 +197,13 @@ def report(paths: list[Path], out: Path, tag: str) -> int:
     }
     (out / f"{tag}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     md = [
-        f"# {tag}: ours (chosen launch config per (HV, B)) vs flashinfer vs v3 (one process/arm)",
+        f"# {tag}: ours ({module}, chosen launch config per (HV, B)) vs flashinfer vs {ref} "
+        "(one process per arm)",
         "",
         "Sources: " + ", ".join(f"`{p.name}`" for p in paths) + " (bench/knockout.py sweeps, "
         "CUDA-graph replay, cold L2). x = time / HBM floor.",
         "",
-        "| arm | HV | B | flush % | floor | flashinfer | x | ours | x | config | ours/fi | v3 |",
+        f"| arm | HV | B | flush % | floor | flashinfer | x | ours | x | config | ours/fi | {ref} |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -238,8 +255,11 @@ def main() -> int:
         rp.add_argument("sweeps", nargs="+", type=Path, help="first one decides the configs")
         rp.add_argument("--out", type=Path, required=True)
         rp.add_argument("--tag", default="final")
+        rp.add_argument("--module", default="v4", help="the kernel whose configs are chosen")
+        rp.add_argument("--ref", default="v3:base", help="comparison column (module:variant)")
+        rp.add_argument("--exclude", nargs="*", default=[], help="variants never chosen")
         ra = rp.parse_args()
-        return report(ra.sweeps, ra.out, ra.tag)
+        return report(ra.sweeps, ra.out, ra.tag, ra.module, ra.ref, tuple(ra.exclude))
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

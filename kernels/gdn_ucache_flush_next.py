@@ -2028,32 +2028,33 @@ def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
 
 
 # Launch configurations measured fastest on the H200 per (HV, B) at T=4 (bench/knockout.py
-# `report` over the final call's sweep, results/kernel/final.md: the smallest worst ratio to
-# flashinfer over 0 / 20 / 100 % flush). Each entry is a '+'-joined knob
-# string as in bench/knockout.py (bv = rows per CTA, mbp = launch bounds in CTAs/SM, late = state
-# tiles loaded at the projection, persist = persistent CTAs per SM, pf = prefetch level); only
-# configurations that passed conformance on the H200 in the serving and bf16 arms are listed.
+# `report --module next` over the k5 sweep, results/kernel/k5/next.md: the smallest worst ratio to
+# flashinfer over 0 / 20 / 100 % flush). Each entry is a '+'-joined knob string as in
+# bench/knockout.py (bv = rows per CTA, mbp = launch bounds in CTAs/SM, late = state tiles loaded
+# at the projection, persist = persistent CTAs per SM, pf = prefetch level); only configurations
+# that passed conformance on the H200 in the serving and bf16 arms are listed. late3+mbp5 keeps
+# the 90-register build spill-free at 5 CTAs/SM; late1+mbp6 trades 64 bytes of spill for 6.
 _TUNED_T4: dict[int, dict[int, str]] = {
     32: {
-        1: "base",
-        8: "bv128",
-        32: "bv128+late1+mbp7",
-        128: "bv128+late1+mbp7",
-        256: "bv128+late3+mbp6",
+        1: "bv32",
+        8: "bv128+late3+mbp5",
+        32: "bv128+late3+mbp5",
+        128: "bv128+late3+mbp5",
+        256: "bv128+late3+mbp5",
     },
     48: {
         1: "bv128",
-        8: "bv128+late1+mbp7",
-        32: "bv128+late1+mbp7",
-        128: "bv128+late1+mbp7",
-        256: "bv128+late3+mbp6",
+        8: "bv128+late1+mbp6",
+        32: "bv128+late1+mbp6",
+        128: "bv128+late1+mbp6",
+        256: "bv128+late1+mbp6",
     },
     64: {
         1: "bv128",
-        8: "bv128+late3+mbp6",
-        32: "bv128+late1+mbp7",
-        128: "bv128+late3+mbp6",
-        256: "bv128+late3+mbp6",
+        8: "bv128+late3+mbp5",
+        32: "bv128+late3+mbp5",
+        128: "bv128+late3+mbp5",
+        256: "bv128+late1+mbp6",
     },
 }
 _KNOB_ENV = (

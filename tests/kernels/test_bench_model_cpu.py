@@ -124,3 +124,15 @@ def test_tuned_table_lookup(knext, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(knext, "_TUNED_T4", {32: {1: "bv128+persist4+pf2"}})
     cfg = knext.launch_config(256, 32, 4, cpu)
     assert (cfg["nprog"], cfg["mbp"], cfg["prefetch"]) == (16, 4, 2)
+
+
+@pytest.mark.parametrize("which", ["shipped", "next"])
+def test_tuned_tables_use_only_conformance_candidates(which: str, kmod, knext) -> None:
+    # the launch table may name only configurations that the GPU conformance test runs
+    # (bench/knockout.py CANDIDATES, tests/kernels/test_ours_conformance_gpu.py::test_candidate)
+    from bench.knockout import CANDIDATES
+
+    mod = kmod if which == "shipped" else knext
+    for hv, row in mod._TUNED_T4.items():
+        for b, name in row.items():
+            assert name in CANDIDATES, f"{which} _TUNED_T4[{hv}][{b}] = {name!r} is not a candidate"
