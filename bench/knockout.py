@@ -203,7 +203,8 @@ def report(
         "Sources: " + ", ".join(f"`{p.name}`" for p in paths) + " (bench/knockout.py sweeps, "
         "CUDA-graph replay, cold L2). x = time / HBM floor.",
         "",
-        f"| arm | HV | B | flush % | floor | flashinfer | x | ours | x | config | ours/fi | {ref} |",
+        "| arm | HV | B | flush % | floor | flashinfer | x | ours | x | config | ours/fi | "
+        f"{ref} |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
