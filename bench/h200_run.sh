@@ -61,6 +61,12 @@ k4)
       -k "$part" >"$out/conformance-$tag.log" 2>&1 &
     pids+=($!)
   done
+  if [[ -f .gpu/k4/prev.py ]]; then  # the fallback's table configs, in case next fails here
+    GDN_UCACHE_OURS_MODULE=.gpu/k4/prev.py timeout 80 python3 -m pytest \
+      tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
+      -k "candidate and (mbp5 or (late1 and mbp6))" >"$out/conformance-prev-tableconfigs.log" 2>&1 &
+    pids+=($!)
+  fi
   for pid in "${pids[@]}"; do wait "$pid" || true; done
   kill -- -"$suite_pid" 2>/dev/null || true
   tail -3 "$out/suite-k4.log"
@@ -86,8 +92,9 @@ k4)
     grep -v '^# v' || true
   timeout 60 python3 bench/knockout.py --reps 8 --arm bf16 --hv 32 64 48 --batch 256 128 32 8 1 \
     --flush 0 20 100 --budget-s 50 --json "$out/sweep-k4-bf16.json" --backends flashinfer \
-    --modules "$V4S" "$NX" --variants v4:base next:base next:bv128+late1+mbp7 \
-    next:bv128+late3+mbp6 next:bv128+late3+mbp7 2>&1 | tee "$out/sweep-k4-bf16.log" | grep -v '^# v' || true
+    --modules "$V4S" "$NX" --variants v4:base next:base next:bv128+late3+mbp5 \
+    next:bv128+late1+mbp6 next:bv128+late3+mbp6 next:bv32 next:bv128 2>&1 |
+    tee "$out/sweep-k4-bf16.log" | grep -v '^# v' || true
   # where next's time goes now (knock-outs: results wrong on purpose), B=256 and 32, HV=32
   timeout 30 python3 bench/knockout.py --reps 8 --arm serving --hv 32 --batch 256 32 --flush 0 100 \
     --budget-s 24 --json "$out/knockout-k4.json" --modules "$NX" --variants next:base \
