@@ -83,17 +83,16 @@ k4)
   # optional: an earlier state of the next kernel (git show REV:kernels/... > .gpu/k4/prev.py)
   mods=("$V4S" "$NX")
   vars=(v4:base next:base next:bv128 next:bv128+late1+mbp7 next:bv128+late3+mbp6
-    next:bv128+late3+mbp7 next:bv128+late1+mbp6 next:bv128+late3+mbp5 next:bv64+mbp7 next:bv32
-    next:scalarqk)
+    next:bv128+late1+mbp6 next:bv128+late3+mbp5 next:bv32)
   if [[ -f .gpu/k4/prev.py ]]; then mods+=(prev=.gpu/k4/prev.py); vars=(prev:base "${vars[@]}"); fi
   timeout 100 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 48 --batch 256 128 32 8 1 \
-    --flush 0 20 100 --budget-s 85 --json "$out/sweep-k4-serving.json" --backends flashinfer \
+    --flush 0 20 100 --budget-s 70 --json "$out/sweep-k4-serving.json" --backends flashinfer \
     --modules "${mods[@]}" --variants "${vars[@]}" 2>&1 | tee "$out/sweep-k4-serving.log" |
     grep -v '^# v' || true
   timeout 60 python3 bench/knockout.py --reps 8 --arm bf16 --hv 32 64 48 --batch 256 128 32 8 1 \
     --flush 0 20 100 --budget-s 50 --json "$out/sweep-k4-bf16.json" --backends flashinfer \
     --modules "$V4S" "$NX" --variants v4:base next:base next:bv128+late3+mbp5 \
-    next:bv128+late1+mbp6 next:bv128+late3+mbp6 next:bv32 next:bv128 2>&1 |
+    next:bv128+late1+mbp6 2>&1 |
     tee "$out/sweep-k4-bf16.log" | grep -v '^# v' || true
   # where next's time goes now (knock-outs: results wrong on purpose), B=256 and 32, HV=32
   timeout 30 python3 bench/knockout.py --reps 8 --arm serving --hv 32 --batch 256 32 --flush 0 100 \
@@ -101,7 +100,7 @@ k4)
     next:base+no_epi next:base+no_fold next:base+no_proj next:base+no_all 2>&1 |
     tee "$out/knockout-k4.log" || true
   echo "# h200_run k4 before ncu: $((SECONDS - t_all)) s"
-  if ((SECONDS - t_all < 240)); then
+  if ((SECONDS - t_all < ${K4_NCU_BEFORE_S:-240})); then
     metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
     GDN_UCACHE_OURS_MODULE=$NEXTF timeout 50 ncu --clock-control none --profile-from-start off \
       --nvtx --print-nvtx-rename kernel --section SpeedOfLight --section Occupancy \
