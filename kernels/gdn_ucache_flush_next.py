@@ -1,4 +1,4 @@
-"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v4).
+"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v5).
 
 gdn-ucache's own implementation of the ``gated_delta_rule_mtp_ucache_flush`` contract
 (``/work/shared/research/kernel-spec.md`` section 1) for nvidia-cutlass-dsl 4.8.0. vLLM loads this
@@ -37,8 +37,17 @@ batches get 128 / BV times more CTAs; large batches make one pass over the state
 - Flush fold (w o U_win)[rows, 16] x KC[16, 128] with mma.sync, accumulator initialised with
   e^{G*} S0 from the same registers, then written back once with 16-byte stores (optionally with
   stochastic rounding).
-- Per value row (one thread): history term, residual, forward substitution for U, outputs, u-ring
-  append. g and k rings are appended by one CTA per value head / key head.
+- One row per CTA (the default, non-persistent): the cursor-independent loads (q/k rows as 16-byte
+  vectors, the v slice, the gates) are issued before the cursors return, and the ring windows and
+  the g row go to shared memory by cp.async right after them, so a CTA waits for two dependent
+  DRAM trips (cursors, then state + windows), not one per phase. The L2 norms reduce in registers
+  over the 16 lanes of a [k; q] row.
+- Epilogue on mma.sync, in the projection's accumulator layout: the history term U_win^T SW
+  (A = the u window by ldmatrix.trans from padded rows), then the solve and the outputs as one
+  product [U | O] = [0 | e^gamma HX_q] + R [M; C M]^T with M = (I + A)^-1 diag(beta) and C M formed
+  once per CTA; fp32 operands enter as hi + lo pairs. u-ring appends and outputs are predicated
+  16-bit stores from the same accumulators. g and k rings are appended by one CTA per value head /
+  key head.
 - Ring windows stay in their 16-bit dtype in shared memory (~28 KB per CTA at BV=128, T=4), so
   registers, not shared memory, bound the CTAs per SM; launch_config() picks BV, launch bounds and
   "late" state tiles (loaded at the projection instead of at entry: fewer live registers).
@@ -50,7 +59,8 @@ batches get 128 / BV times more CTAs; large batches make one pass over the state
 Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
 - every T in 2..8 (num_speculative_tokens 1..7) runs natively, not only {4, 8};
 - q/k/v, a/b and all pools may be strided / block-strided with *any* batch size: strides are
-  arguments, so one cubin serves every B and pool (flashinfer compiles one per B, ~60 s each);
+  arguments, so one cubin serves every B and pool (flashinfer compiles one per launch-row count
+  and pool geometry in that mode);
   the strided-layout assumptions flashinfer leaves unchecked (head stride, unit element stride) are
   checked here;
 - A_log and dt_bias are read in fp32 (no rounding to the IO dtype);
