@@ -13,14 +13,22 @@
 #                                  # (suite + own cases, serving + bf16), then next vs the shipped v4
 #                                  # vs flashinfer on the grid with launch-config candidates, both
 #                                  # arms, and a short ncu of next; one archive kernel-k4.tar.gz
+#   bash bench/h200_run.sh k6      # <= 300 s (session 5): the shipped kernel (v5) final: conformance
+#                                  # (suite + every launch-config candidate + own cases, both arms),
+#                                  # bench/bench_ucache.py (ours vs flashinfer vs the Triton baseline
+#                                  # vs the floor, whole grid, both arms) and a short nosplit sweep;
+#                                  # one archive kernel-k6.tar.gz. Runs after `source .gpu/env.sh`
+#                                  # or in the e2e host bundle's environment (/tmp/gdn-host/env.sh)
 #   bash bench/h200_run.sh conformance|bench|sr|all [extra bench args...]   (session-1 modes)
 set -euo pipefail
 mode=${1:-all}
 shift || true
 out=${OUT:-/tmp/out}/kernel
 mkdir -p "$out"
-# shellcheck disable=SC1091
-source .gpu/env.sh
+if [[ -z ${GDN_HOST_SITE:-} ]]; then  # not already in the e2e host bundle's environment
+  # shellcheck disable=SC1091
+  source .gpu/env.sh
+fi
 t_all=$SECONDS
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv,noheader
 python3 -c "import cutlass, torch; print('cutlass ok; torch', torch.__version__)"
@@ -115,6 +123,48 @@ k4)
     fi
   fi
   tar -czf "$out/../kernel-k4.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k6)
+  t0=$SECONDS
+  setsid timeout 85 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k6" \
+    --backends ours --arms serving,bf16 --deadline-s 65 --jobs 8 --max-steps 300 \
+    >"$out/suite-k6.log" 2>&1 &
+  suite_pid=$!
+  pids=("$suite_pid")
+  parts=("candidate and serving" "candidate and bf16"
+    "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
+    "compact_gqa or vllm_layout or persistent or forced_bv128_t8 or scalar_qk")
+  for i in "${!parts[@]}"; do
+    part=${parts[$i]}
+    tag=$([[ $i -lt 2 ]] && echo "candidate-${part##* }" || echo "cases$i")
+    GDN_CONFORMANCE_OUT=$out/conformance-$tag.json timeout 85 python3 -m pytest \
+      tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
+      -k "$part" >"$out/conformance-$tag.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || true; done
+  kill -- -"$suite_pid" 2>/dev/null || true
+  tail -3 "$out/suite-k6.log"
+  for f in "$out"/conformance-*.log; do
+    echo "== $(basename "$f"): $(grep -cE ' PASSED' "$f") passed, $(grep -cE ' FAILED| ERROR' "$f") failed"
+    grep -E ' FAILED| ERROR' "$f" | sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' |
+      cut -c1-160 | head -12 || true
+  done
+  echo "# conformance (shipped kernel) wall $((SECONDS - t0)) s"
+  # the issue's benchmark: ours vs flashinfer vs the Triton baseline vs the floor, one process
+  # per arm (the JSON is rewritten after every HV block, so a timeout keeps what was timed)
+  for arm in serving bf16; do
+    timeout "${K6_BENCH_S:-95}" python3 bench/bench_ucache.py --arms "$arm" --reps 10 \
+      --out "$out" --tag "final-v5-$arm" --backends ours flashinfer triton_vllm 2>&1 |
+      tee "$out/bench-$arm.log" | grep -vE '^# (v|compil)' || true
+  done
+  # what the hi/lo split costs now (nosplit: flashinfer-level precision), verify and 20 %
+  timeout 40 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 128 32 \
+    --flush 0 20 --budget-s 32 --json "$out/nosplit-k6.json" --backends flashinfer \
+    --modules v5=kernels/gdn_ucache_flush.py --variants v5:base v5:base+nosplit 2>&1 |
+    tee "$out/nosplit-k6.log" | grep -v '^# v' || true
+  echo "# h200_run k6: $((SECONDS - t_all)) s"
+  tar -czf "$out/../kernel-k6.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 k1)
   conformance k1 85 "forced or persistent or compact_gqa or vllm_layout"

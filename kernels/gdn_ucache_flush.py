@@ -1,4 +1,4 @@
-"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v4).
+"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v5).
 
 gdn-ucache's own implementation of the ``gated_delta_rule_mtp_ucache_flush`` contract
 (``/work/shared/research/kernel-spec.md`` section 1) for nvidia-cutlass-dsl 4.8.0. vLLM loads this
@@ -37,8 +37,17 @@ batches get 128 / BV times more CTAs; large batches make one pass over the state
 - Flush fold (w o U_win)[rows, 16] x KC[16, 128] with mma.sync, accumulator initialised with
   e^{G*} S0 from the same registers, then written back once with 16-byte stores (optionally with
   stochastic rounding).
-- Per value row (one thread): history term, residual, forward substitution for U, outputs, u-ring
-  append. g and k rings are appended by one CTA per value head / key head.
+- One row per CTA (the default, non-persistent): the cursor-independent loads (q/k rows as 16-byte
+  vectors, the v slice, the gates) are issued before the cursors return, and the ring windows and
+  the g row go to shared memory by cp.async right after them, so a CTA waits for two dependent
+  DRAM trips (cursors, then state + windows), not one per phase. The L2 norms reduce in registers
+  over the 16 lanes of a [k; q] row.
+- Epilogue on mma.sync, in the projection's accumulator layout: the history term U_win^T SW
+  (A = the u window by ldmatrix.trans from padded rows), then the solve and the outputs as one
+  product [U | O] = [0 | e^gamma HX_q] + R [M; C M]^T with M = (I + A)^-1 diag(beta) and C M formed
+  once per CTA; fp32 operands enter as hi + lo pairs. u-ring appends and outputs are predicated
+  16-bit stores from the same accumulators. g and k rings are appended by one CTA per value head /
+  key head.
 - Ring windows stay in their 16-bit dtype in shared memory (~28 KB per CTA at BV=128, T=4), so
   registers, not shared memory, bound the CTAs per SM; launch_config() picks BV, launch bounds and
   "late" state tiles (loaded at the projection instead of at entry: fewer live registers).
@@ -50,7 +59,8 @@ batches get 128 / BV times more CTAs; large batches make one pass over the state
 Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
 - every T in 2..8 (num_speculative_tokens 1..7) runs natively, not only {4, 8};
 - q/k/v, a/b and all pools may be strided / block-strided with *any* batch size: strides are
-  arguments, so one cubin serves every B and pool (flashinfer compiles one per B, ~60 s each);
+  arguments, so one cubin serves every B and pool (flashinfer compiles one per launch-row count
+  and pool geometry in that mode);
   the strided-layout assumptions flashinfer leaves unchecked (head stride, unit element stride) are
   checked here;
 - A_log and dt_bias are read in fp32 (no rounding to the IO dtype);
@@ -212,6 +222,151 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             read_only_args=[a[0], a[1], a[2], a[3], b[0], b[1], c[0], c[1], c[2], c[3]],
         )
 
+    def ldg_v4_either(p_a: Any, p_b: Any, use_a: Any, live: Any) -> tuple:
+        """16 bytes from p_a if use_a else from p_b; zeros (no load at all) unless live."""
+        return cute.arch.inline_ptx(
+            "{ .reg .pred pa, pb, pl; setp.ne.s32 pl, {$r3}, 0; setp.ne.s32 pa, {$r2}, 0;"
+            " and.pred pb, pl, !pa; and.pred pa, pl, pa;"
+            " mov.b32 {$w0}, 0; mov.b32 {$w1}, 0; mov.b32 {$w2}, 0; mov.b32 {$w3}, 0;"
+            " @pa ld.global.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}];"
+            " @pb ld.global.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r1}]; }",
+            write_only_types=[Int32] * 4,
+            read_only_args=[
+                p_a,
+                p_b,
+                cutlass.select_(use_a, Int32(1), Int32(0)),
+                cutlass.select_(live, Int32(1), Int32(0)),
+            ],
+        )
+
+    def ldg_b16(ptr: Any, pinned: bool = False) -> Any:
+        """A raw 16-bit element (zero-extended): issued now, converted where it is used (a load
+        and its conversion in one asm statement would wait for the data right there). pinned:
+        .volatile, which ptxas keeps in program order (otherwise it sinks loads whose use sits
+        in a branch into that branch, behind the branch's own DRAM trips)."""
+        vol = ".volatile" if pinned else ""
+        return cute.arch.inline_ptx(
+            f"ld{vol}.global.u16 {{$w0}}, [{{$r0}}];",
+            write_only_types=[Int32],
+            read_only_args=[ptr],
+        )
+
+    def ldg_b32(ptr: Any, pinned: bool = False) -> Any:
+        """A 32-bit word (raw bits); pinned as in ldg_b16."""
+        vol = ".volatile" if pinned else ""
+        return cute.arch.inline_ptx(
+            f"ld{vol}.global.b32 {{$w0}}, [{{$r0}}];",
+            write_only_types=[Int32],
+            read_only_args=[ptr],
+        )
+
+    def cvt_b16(x: Any, dt: torch.dtype) -> Any:
+        return cute.arch.inline_ptx(
+            f"{{ .reg .b16 h; cvt.u16.u32 h, {{$r0}}; cvt.f32.{_ptx_t(dt)} {{$w0}}, h; }}",
+            write_only_types=[Float32],
+            read_only_args=[x],
+        )
+
+    def as_f32(bits: Any) -> Any:
+        return cute.arch.inline_ptx(
+            "mov.b32 {$w0}, {$r0};", write_only_types=[Float32], read_only_args=[bits]
+        )
+
+    def sts_v4_f32(ptr: Any, x: list) -> None:
+        cute.arch.inline_ptx(
+            "st.shared.v4.f32 [{$r0}], {{$r1}, {$r2}, {$r3}, {$r4}};",
+            read_only_args=[
+                ptr.toint(),
+                Float32(x[0]),
+                Float32(x[1]),
+                Float32(x[2]),
+                Float32(x[3]),
+            ],
+        )
+
+    def qk_rows_to_smem(
+        wq: tuple, r: Any, is_k: Any, xs_ptr: Any, c8: Any, scale: Any, io: torch.dtype,
+        ring: torch.dtype,
+    ) -> list:  # fmt: skip
+        """8 elements (one 16-byte load) of row r of [k; q]: L2 norm over the row's 16 lanes, q rows
+        scaled, stored as fp32 at xs[r, c8 .. c8 + 7]; returns them packed in the ring dtype (the
+        k ring append). Rows past 2T were loaded as zeros and stay zero."""
+        xv = []
+        for wd in range(4):
+            lo_, hi_ = unpack2(wq[wd], io)
+            xv.append(lo_)
+            xv.append(hi_)
+        ss = xv[0] * xv[0]
+        for e in range(1, 8):
+            ss = ss + xv[e] * xv[e]
+        for o in range(4):  # the row's 16 lanes
+            ss = ss + cute.arch.shuffle_sync_bfly(ss, offset=1 << o)
+        inv = cute.math.rsqrt(ss + Float32(EPS), fastmath=True)
+        inv = cutlass.select_(is_k, inv, inv * scale)
+        xv = [x_ * inv for x_ in xv]
+        sts_v4_f32(xs_ptr + (r * K_DIM + c8), xv[0:4])
+        sts_v4_f32(xs_ptr + (r * K_DIM + c8 + 4), xv[4:8])
+        return [pack2(xv[2 * e], xv[2 * e + 1], ring) for e in range(4)]
+
+    def gates_scan(ai: Any, bt: Any, alog: Any, dtb: Any, lane: Any, T: int) -> tuple:
+        """Warp 0: lane t < T gets gamma_t = sum_{i <= t} g_i (g_i = -exp(A_log) softplus(a_i +
+        dt_bias), an inclusive warp scan: one softplus per lane) and beta_t = sigmoid(b_t)."""
+        neg_a = -cute.math.exp(alog, fastmath=False)
+        x = ai + dtb
+        # stable softplus: max(x, 0) + log1p(exp(-|x|))
+        sp = cute.math.max(x, Float32(0.0)) + cute.math.log1p(
+            cute.math.exp(-cute.math.absf(x), fastmath=True)
+        )
+        gsum = cutlass.select_(lane < T, neg_a * sp, Float32(0.0))
+        for o in range(3):
+            if (1 << o) < T:
+                up = cute.arch.shuffle_sync_up(gsum, offset=1 << o)
+                gsum = gsum + cutlass.select_(lane >= (1 << o), up, Float32(0.0))
+        beta_t = Float32(1.0) / (Float32(1.0) + cute.math.exp(-bt, fastmath=True))
+        return gsum, beta_t
+
+    def select_token(vals: list, tl: Any, T: int) -> Any:
+        """vals[tl] for a run-time tl < T (a chain of selects)."""
+        x = vals[0]
+        for i in range(1, T):
+            x = cutlass.select_(tl == i, vals[i], x)
+        return x
+
+    def split2(x0: Any, x1: Any, dt: torch.dtype) -> tuple:
+        """(hi, lo) packed 16-bit pairs with hi + lo = (x0, x1) to ~2x the 16-bit precision."""
+        hi = pack2(x0, x1, dt)
+        r0, r1 = unpack2(hi, dt)
+        return hi, pack2(x0 - r0, x1 - r1, dt)
+
+    def ldsm_x4_trans(ptr: Any) -> tuple:
+        """ldmatrix .x4 .trans: lane t addresses row t % 8 of 8x8 matrix t // 8 (16 bytes each)
+        and receives word i = (M_i[2 (t % 4)][t // 4], M_i[2 (t % 4) + 1][t // 4])."""
+        return cute.arch.inline_ptx(
+            "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}];",
+            write_only_types=[Int32] * 4,
+            read_only_args=[ptr.toint()],
+        )
+
+    def st16_either(
+        p_ring: Any, p_io: Any, x: Any, to_ring: Any, to_io: Any, ring_dt: torch.dtype,
+        io_dt: torch.dtype,
+    ) -> None:  # fmt: skip
+        """Store x as a ring element at p_ring if to_ring, as an output element at p_io if to_io
+        (predicated stores: one code path for the k-side and q-side lanes of a quad)."""
+        cute.arch.inline_ptx(
+            "{ .reg .b16 h0, h1; .reg .pred p, q; setp.ne.s32 p, {$r3}, 0;"
+            " setp.ne.s32 q, {$r4}, 0;"
+            f" cvt.rn.{_ptx_t(ring_dt)}.f32 h0, {{$r2}}; cvt.rn.{_ptx_t(io_dt)}.f32 h1, {{$r2}};"
+            " @p st.global.b16 [{$r0}], h0; @q st.global.b16 [{$r1}], h1; }",
+            read_only_args=[
+                p_ring,
+                p_io,
+                Float32(x),
+                cutlass.select_(to_ring, Int32(1), Int32(0)),
+                cutlass.select_(to_io, Int32(1), Int32(0)),
+            ],
+        )
+
     def build_bx(xs: Any, g4: Any, c4: Any, NXP: int, dt: torch.dtype, split: bool) -> tuple:
         """B fragments of x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4, packed in dtype dt.
 
@@ -297,11 +452,30 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             accs.append([(ch[0][e] + ch[1][e]) + (ch[2][e] + ch[3][e]) for e in range(4)])
         return accs
 
+    def ldg_v4_if(ptr: Any, live: Any) -> tuple:
+        """16 bytes, or zeros without touching memory unless live (no branch)."""
+        return cute.arch.inline_ptx(
+            "{ .reg .pred pl; setp.ne.s32 pl, {$r1}, 0;"
+            " mov.b32 {$w0}, 0; mov.b32 {$w1}, 0; mov.b32 {$w2}, 0; mov.b32 {$w3}, 0;"
+            " @pl ld.global.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}]; }",
+            write_only_types=[Int32] * 4,
+            read_only_args=[ptr, cutlass.select_(live, Int32(1), Int32(0))],
+        )
+
     def load_state_tile(
-        st_head: Any, v0: Any, warp: Any, ti: int, ntile: int, g4: Any, c4: Any, skip: bool
+        st_head: Any,
+        v0: Any,
+        warp: Any,
+        ti: int,
+        ntile: int,
+        g4: Any,
+        c4: Any,
+        skip: bool,
+        live: Any = None,
     ) -> list:
         """16-byte loads of this thread's A fragments of state tile warp + 4 ti (rows g4, g4 + 8;
-        columns c4*8 + 32 i + 0..7). Warps without a tile (BV < 64) load a duplicate tile."""
+        columns c4*8 + 32 i + 0..7). Warps without a tile (BV < 64) load a duplicate tile. With
+        `live`, the loads are predicated on it (zeros otherwise)."""
         tile_ld = (warp + 4 * ti) % ntile
         sa_t = []
         for rr in range(2):
@@ -310,8 +484,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             for i in range(4):
                 if skip:
                     chunks.append((Int32(0),) * 4)
-                else:
+                elif live is None:
                     chunks.append(ldg_v4(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32)))
+                else:
+                    chunks.append(
+                        ldg_v4_if(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32), live)
+                    )
             sa_t.append(chunks)
         return sa_t
 
@@ -384,7 +562,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
     ) -> None:
         """cp.async of one row's ring windows into shared memory (no registers while in flight).
 
-        k window: 16 rows x 128 (16-bit) at kdst with KPW-word rows; u window: 16 rows x BV at udst;
+        k window: 16 rows x 128 (16-bit) at kdst with KPW-word rows; u window: 16 rows x BV at udst
+        with rows of BV + 8 elements (the kernel's UWS);
         g: the whole 32-slot row (fp32) at gdst. Rows j >= P are zero-filled; pad rows (slot < 0)
         read slot 0's addresses with zero-fill only.
         """
@@ -404,7 +583,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             col = (ch % (BV // 8)) * 8
             src = uc_head + Int64(((base + j) & RING_MASK) * V_DIM_C + col)
             guard = None if 2 * BV >= THREADS * (i + 1) else ch < 2 * BV
-            cp_async16(udst + (j * BV + col), src, live & (j < P), guard)
+            cp_async16(udst + (j * (BV + 8) + col), src, live & (j < P), guard)
         g_head = gc + (s64 * gc_s0 + Int64(hv * RING_SLOTS))
         # all 32 g slots (4-byte copies: no alignment assumption on the g pool)
         cp_async4(gdst + (tid % RING_SLOTS), g_head + Int64(tid % RING_SLOTS), tid < RING_SLOTS)
@@ -565,6 +744,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             persist: bool = False,
             prefetch: int = 0,
             skip: tuple = (),
+            vec_qk: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -579,7 +759,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # never stored (the MMAs use constant zeros for them)
             self.XR = self.NXP
             self.KPW = K_DIM // 2 + 4  # 32-bit words per padded k-window row (16-bit pairs)
+            # padded smem rows: the u window (16-bit) for conflict-free ldmatrix (8 rows of 16
+            # bytes land on 8 distinct bank quads), v (fp32) for the quad-strided epilogue reads
+            self.UWS = BV + 8
             self.DSP = self.NX + 1  # padded row of the projections in smem
+            self.VSS = BV + 4
             self.io, self.st, self.ring = io_dtype, st_dtype, ring_dtype
             self.io_c, self.st_c, self.ring_c = (
                 _dsl_dtype(d) for d in (io_dtype, st_dtype, ring_dtype)
@@ -604,6 +788,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # ... and its q/k/v rows too (cp.async; needs 16-byte aligned activation rows) plus
             # its a/b gates (registers)
             self.pf_act = prefetch >= 2 and persist
+            # q/k rows 16-byte aligned (checked on the host): 16 threads per row load 8 elements
+            # each with one vector load, the L2 norms reduce over those 16 lanes in registers,
+            # and the k ring append is one 16-byte store per thread (no norm pass over smem)
+            self.vec_qk = vec_qk and not self.pf_act
+            # one row per CTA: every load that does not depend on the cursors (q/k rows, the v
+            # slice, the gates) is issued before the cursors return, and the ring windows and the
+            # g row go by cp.async right after them: two dependent DRAM trips per CTA, not ~five
+            self.early = not persist
             self.skip = frozenset(
                 skip
             )  # timing knock-outs (results are wrong): never in production
@@ -733,7 +925,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             scale: Float32,
             seed: Int32,
         ) -> None:
-            T, NX, NXP, BV, DSP = self.T, self.NX, self.NXP, self.BV, self.DSP
+            T, NX, NXP, BV, UWS, VSS, DSP = (
+                self.T,
+                self.NX,
+                self.NXP,
+                self.BV,
+                self.UWS,
+                self.VSS,
+                self.DSP,
+            )
             XR, KPW = self.XR, self.KPW
             HPG = self.HV // self.H
             tid = cute.arch.thread_idx()[0]
@@ -749,6 +949,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # that the B operand repeats. Warps without a tile (BV < 64) load a duplicate tile and
             # never use it.
             g4 = lane // 4
+            c8 = (tid % 16) * 8  # vec_qk: this thread's 8 elements of its [k; q] row
             c4 = lane % 4
             n_early = self.TILES_PER_WARP - self.late
             skip_state = "state" in self.skip
@@ -756,13 +957,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             smem = SmemAllocator()
             # Shared memory is kept small (~29 KB at BV=128, T=4) so that it never limits the CTAs
             # per SM below what the registers allow: the windows stay in their 16-bit ring dtype.
-            xs = cute.make_tensor(
-                smem.allocate_array(Float32, XR * K_DIM, byte_alignment=16),
-                cute.make_layout(XR * K_DIM),
-            )
+            xs_ptr = smem.allocate_array(Float32, XR * K_DIM, byte_alignment=16)
+            xs = cute.make_tensor(xs_ptr, cute.make_layout(XR * K_DIM))
             NBUF = 2 if self.pf else 1  # window buffers (the prefetching CTA fills the other one)
             kc16 = smem.allocate_array(self.ring_c, NBUF * 16 * 2 * KPW, byte_alignment=16)
-            uw16 = smem.allocate_array(self.ring_c, NBUF * 16 * BV, byte_alignment=16)
+            uw16 = smem.allocate_array(self.ring_c, NBUF * 16 * UWS, byte_alignment=16)
             graw = smem.allocate_array(Float32, NBUF * RING_SLOTS, byte_alignment=16)
             NBUFA = 2 if self.pf_act else 0  # raw activation buffers (q/k rows, v slice)
             qk16 = smem.allocate_array(self.io_c, max(NBUFA * 2 * T * K_DIM, 8), byte_alignment=16)
@@ -788,9 +987,17 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             cmat = cute.make_tensor(
                 smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
             )
+            # projections S0 x_n per row, read back in the epilogue's MMA layout (holding them in
+            # registers across the fold costs ~36 registers: measured with ptxas)
             ds = cute.make_tensor(
                 smem.allocate_array(Float32, BV * DSP, byte_alignment=16),
                 cute.make_layout(BV * DSP),
+            )
+            # [M; C M] (2T x T), M = (I + A)^-1 diag(beta): the solve and the outputs' coupling as
+            # one matrix, so that one MMA of the residuals gives [U | O]
+            mcm = cute.make_tensor(
+                smem.allocate_array(Float32, 2 * T * T, byte_alignment=16),
+                cute.make_layout(2 * T * T),
             )
             xb = cute.make_tensor(
                 smem.allocate_array(
@@ -803,40 +1010,136 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 cute.make_layout(16 * 2 * 32),
             )
             vs = cute.make_tensor(
-                smem.allocate_array(Float32, T * BV, byte_alignment=16), cute.make_layout(T * BV)
+                smem.allocate_array(Float32, T * VSS, byte_alignment=16), cute.make_layout(T * VSS)
             )
 
             # The three cursors are [B] tensors (real for pad rows too): load them together.
-            slot = cute.arch.load(idx + z0, Int32)
-            P = cute.arch.load(hist + z0, Int32)
-            base = cute.arch.load(cbase + z0, Int32)
-            if cutlass.const_expr(not self.persist):
+            if cutlass.const_expr(self.early):
+                slot = ldg_b32(idx + z0)
+                P = ldg_b32(hist + z0)
+                base = ldg_b32(cbase + z0)
+            else:
+                slot = cute.arch.load(idx + z0, Int32)
+                P = cute.arch.load(hist + z0, Int32)
+                base = cute.arch.load(cbase + z0, Int32)
+            wq_pre = []
+            v_pre = []
+            ab_cur = [Float32(0.0)]
+            if cutlass.const_expr(self.early):
+                # Cursor-independent loads first (a pad row's activation rows are inside their
+                # tensors' storage: reading them is harmless, the values are never used).
+                if cutlass.const_expr(self.vec_qk):
+                    for pss in cutlass.range_constexpr(XR // 8):
+                        rq1 = tid // 16 + 8 * pss
+                        rc0 = cutlass.min(rq1, Int32(NX - 1))
+                        wq_pre.append(
+                            ldg_v4_either(
+                                k + (Int64(z0) * k_sb + Int64(rc0) * k_st + Int64(ih * K_DIM + c8)),
+                                q
+                                + (
+                                    Int64(z0) * q_sb
+                                    + Int64(cutlass.max(rc0 - T, Int32(0))) * q_st
+                                    + Int64(ih * K_DIM + c8)
+                                ),
+                                rc0 < T,
+                                rq1 < NX,
+                            )
+                        )
+                for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
+                    ev0 = cutlass.min(tid + THREADS * i, Int32(T * BV - 1))
+                    v_pre.append(
+                        ldg_b16(
+                            v
+                            + (
+                                Int64(z0) * v_sb
+                                + Int64(ev0 // BV) * v_st
+                                + Int64(hv * V_DIM_C + v0 + ev0 % BV)
+                            )
+                        )
+                    )
+                # gates: lane t of warp 0 loads a_t, b_t (others a clamped duplicate)
+                tl0 = cutlass.min(tid, Int32(T - 1))
+                a_pre = ldg_b16(a + (Int64(z0) * a_sb + Int64(tl0) * a_st + Int64(hv)), True)
+                b_pre = ldg_b16(b + (Int64(z0) * b_sb + Int64(tl0) * b_st + Int64(hv)), True)
+                alog_pre = ldg_b32(cute.recast_ptr(a_log + Int64(hv), dtype=Int32), True)
+                dtb_pre = ldg_b32(cute.recast_ptr(dt_bias + Int64(hv), dtype=Int32), True)
+            if cutlass.const_expr(not self.persist and not self.early):
                 # Pad rows retire the whole CTA before touching anything row-keyed (vLLM may pass
                 # phantom as_strided rows for them).
                 cute.arch.inline_ptx("exit;", predicate=slot < Int32(0))
+            # (early: no exit, which ptxas treats as a wall that the early loads sink below; a
+            # pad row's state and window loads are predicated off and its work is skipped)
 
             # ---- phase 0: issue this thread's 16-byte state loads first; they stay in flight
             # through the whole prologue (a persistent CTA issues the next row's loads right
             # after this row's projection, so they fly during its epilogue). Pad rows load slot
             # 0's tiles (never used): loads stay unconditional and in bounds.
-            slot_ld = cutlass.max(slot, Int32(0)) if cutlass.const_expr(self.persist) else slot
+            slot_ld = (
+                cutlass.max(slot, Int32(0))
+                if cutlass.const_expr(self.persist or self.early)
+                else slot
+            )
             st_head0 = pool + (Int64(slot_ld) * pool_s0 + Int64(hv * V_DIM_C * K_DIM))
             sa_cur = [
-                load_state_tile(st_head0, v0, warp, ti, self.NTILE, g4, c4, skip_state)
+                load_state_tile(
+                    st_head0,
+                    v0,
+                    warp,
+                    ti,
+                    self.NTILE,
+                    g4,
+                    c4,
+                    skip_state,
+                    slot >= Int32(0) if self.early else None,
+                )  # fmt: skip
                 for ti in range(n_early)
             ]
-            ab_cur = [Float32(0.0)]
             if cutlass.const_expr(self.pf_act):
                 issue_acts(
                     q, k, v, q_sb, q_st, k_sb, k_st, v_sb, v_st, z0, slot >= Int32(0), ih, hv,
                     v0, tid, qk16, v16, T, BV,
                 )  # fmt: skip
                 ab_cur = load_gates(a, b, a_sb, a_st, b_sb, b_st, z0, slot, hv, tid, T, self.io)
-            if cutlass.const_expr(self.pf):
+            if cutlass.const_expr(self.pf or self.early):
                 issue_windows(
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
                     kc16, uw16, graw, BV, KPW,
                 )  # fmt: skip
+            kpk_pre = []
+            if cutlass.const_expr(self.early):
+                # The cursor-independent part of phase 1, while the state and windows are in
+                # flight: normalised [k^; q^] rows, the v slice and the gates into smem (a pad
+                # row does it too: its CTA-local smem is never read).
+                if cutlass.const_expr(self.vec_qk):
+                    for pss in cutlass.range_constexpr(XR // 8):
+                        rq0 = tid // 16 + 8 * pss
+                        kpk_pre.append(
+                            qk_rows_to_smem(
+                                wq_pre[pss],
+                                rq0,
+                                cutlass.min(rq0, Int32(NX - 1)) < T,
+                                xs_ptr,
+                                c8,
+                                scale,
+                                self.io,
+                                self.ring,
+                            )  # fmt: skip
+                        )
+                for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
+                    ev0 = tid + THREADS * i
+                    if cutlass.const_expr(T * BV >= THREADS * (i + 1)):
+                        vs[(ev0 // BV) * VSS + ev0 % BV] = cvt_b16(v_pre[i], self.io)
+                    else:
+                        if ev0 < T * BV:
+                            vs[(ev0 // BV) * VSS + ev0 % BV] = cvt_b16(v_pre[i], self.io)
+                if warp == 0:
+                    gsum0, beta0 = gates_scan(
+                        cvt_b16(a_pre, self.io), cvt_b16(b_pre, self.io), as_f32(alog_pre),
+                        as_f32(dtb_pre), lane, T,
+                    )  # fmt: skip
+                    if lane < T:
+                        gam[lane] = gsum0
+                        beta[lane] = beta0
             # A persistent CTA walks rows z0, z0 + nprog, ... (nprog = grid z); otherwise one row.
             n_items = Int32(1)
             if cutlass.const_expr(self.persist):
@@ -856,15 +1159,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 # (the MMA A words), the u window likewise, the g row (prefetch mode)
                 buf = it % 2 if cutlass.const_expr(self.pf) else 0
                 kc16_i = kc16 + buf * (16 * 2 * KPW)
-                uw16_i = uw16 + buf * (16 * BV)
+                uw16_i = uw16 + buf * (16 * UWS)
                 graw_i = graw + buf * RING_SLOTS
                 kcs_i = cute.make_tensor(kc16_i, cute.make_layout(16 * 2 * KPW))
                 kcw_i = cute.make_tensor(
                     cute.recast_ptr(kc16_i, dtype=Int32), cute.make_layout(16 * KPW)
                 )
-                uws_i = cute.make_tensor(uw16_i, cute.make_layout(16 * BV))
+                uws_i = cute.make_tensor(uw16_i, cute.make_layout(16 * UWS))
                 uww_i = cute.make_tensor(
-                    cute.recast_ptr(uw16_i, dtype=Int32), cute.make_layout(8 * BV)
+                    cute.recast_ptr(uw16_i, dtype=Int32), cute.make_layout(8 * UWS)
                 )
                 gws_i = cute.make_tensor(graw_i, cute.make_layout(RING_SLOTS))
                 qk_i = cute.make_tensor(
@@ -884,19 +1187,58 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     # empty).
                     g_row = gc + (slot64 * gc_s0 + Int64(hv * RING_SLOTS))
                     g_star = Float32(0.0)
-                    if P > Int32(0):
-                        if cutlass.const_expr(self.pf):
-                            g_star = gws_i[(base + P - 1) & RING_MASK]
-                        else:
-                            g_star = cute.arch.load(
-                                g_row + Int64((base + P - 1) & RING_MASK), Float32
-                            )
-                    eg_star = cute.math.exp(g_star, fastmath=True)
+                    eg_star = Float32(1.0)
+                    if cutlass.const_expr(not self.early):  # (early: after phase 1's barrier)
+                        if P > Int32(0):
+                            if cutlass.const_expr(self.pf):
+                                g_star = gws_i[(base + P - 1) & RING_MASK]
+                            else:
+                                g_star = cute.arch.load(
+                                    g_row + Int64((base + P - 1) & RING_MASK), Float32
+                                )
+                        eg_star = cute.math.exp(g_star, fastmath=True)
 
                     # ---- phase 1: activations, windows, gates -> smem ---------------------------
+                    kc_head = kc + (slot64 * kc_s0 + Int64(ih * RING_SLOTS * K_DIM))
                     q_row = q + (Int64(bi) * q_sb + Int64(ih * K_DIM + tid))
                     k_row = k + (Int64(bi) * k_sb + Int64(ih * K_DIM + tid))
-                    for r in cutlass.range_constexpr(XR):
+                    if cutlass.const_expr(self.vec_qk):
+                        # row r = tid // 16 (+ 8 per pass) of [k; q], elements c8 .. c8 + 7
+                        k_appends = (vblk == 0) & (hv % HPG == 0)
+                        for pss in cutlass.range_constexpr(XR // 8):
+                            rq = tid // 16 + 8 * pss
+                            rc = cutlass.min(rq, Int32(NX - 1))
+                            is_k = rc < T
+                            live_r = rq < NX
+                            if cutlass.const_expr(self.early):
+                                kw = kpk_pre[pss]  # (normalised in the prologue)
+                            else:
+                                wq = ldg_v4_either(
+                                    k
+                                    + (
+                                        Int64(bi) * k_sb + Int64(rc) * k_st + Int64(ih * K_DIM + c8)
+                                    ),
+                                    q
+                                    + (
+                                        Int64(bi) * q_sb
+                                        + Int64(cutlass.max(rc - T, Int32(0))) * q_st
+                                        + Int64(ih * K_DIM + c8)
+                                    ),
+                                    is_k,
+                                    live_r,
+                                )
+                                kw = qk_rows_to_smem(
+                                    wq, rq, is_k, xs_ptr, c8, scale, self.io, self.ring
+                                )
+                            if k_appends & is_k & live_r:
+                                stg_v4(
+                                    cute.recast_ptr(
+                                        kc_head + Int64(((base + P + rc) & RING_MASK) * K_DIM + c8),
+                                        dtype=Int32,
+                                    ),
+                                    kw,
+                                )
+                    for r in cutlass.range_constexpr(0 if self.vec_qk else XR):
                         if cutlass.const_expr(r < NX):
                             if cutlass.const_expr(self.pf_act):
                                 x = Float32(qk_i[r * K_DIM + tid])  # k rows, then q rows
@@ -913,9 +1255,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         else:
                             xs[r * K_DIM + tid] = Float32(0.0)
 
-                    kc_head = kc + (slot64 * kc_s0 + Int64(ih * RING_SLOTS * K_DIM))
                     uc_head = uc + (slot64 * uc_s0 + Int64(hv * RING_SLOTS * V_DIM_C) + Int64(v0))
-                    if cutlass.const_expr(not self.pf):  # else already in smem (cp.async)
+                    if cutlass.const_expr(not (self.pf or self.early)):  # else cp.async
                         for i in cutlass.range_constexpr(2):
                             ci = tid + 128 * i
                             j = ci // 16
@@ -948,92 +1289,116 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         )
                                     )
                                     for e in cutlass.range_constexpr(4):
-                                        uww_i[(j * BV + col) // 2 + e] = w[e]
+                                        uww_i[(j * UWS + col) // 2 + e] = w[e]
                                 else:
                                     for e in cutlass.range_constexpr(4):
-                                        uww_i[(j * BV + col) // 2 + e] = Int32(0)
+                                        uww_i[(j * UWS + col) // 2 + e] = Int32(0)
 
-                    if tid < 16:
-                        wj = Float32(0.0)
-                        if tid < P:
-                            if cutlass.const_expr(self.pf):
-                                gj = gws_i[(base + tid) & RING_MASK]
-                            else:
-                                gj = cute.arch.load(
-                                    g_row + Int64((base + tid) & RING_MASK), Float32
-                                )
-                            wj = cute.math.exp(g_star - gj, fastmath=True)
-                        wv[tid] = wj
-
-                    if tid < T:
-                        # gamma_t = sum_{i <= t} g_i ; g_i = -exp(A_log) softplus(a_i + dt_bias)
-                        alog = cute.arch.load(a_log + Int64(hv), Float32)
-                        dtb = cute.arch.load(dt_bias + Int64(hv), Float32)
-                        neg_a = -cute.math.exp(alog, fastmath=False)
-                        gsum = Float32(0.0)
-                        for i in cutlass.range_constexpr(T):
-                            if cutlass.const_expr(self.pf_act):
-                                ai = ab_cur[i] + dtb
-                            else:
-                                ai = (
-                                    ld16(
-                                        a + (Int64(bi) * a_sb + Int64(i) * a_st + Int64(hv)),
-                                        self.io,
+                    if cutlass.const_expr(not self.early):  # (early: after phase 1's barrier)
+                        if tid < 16:
+                            wj = Float32(0.0)
+                            if tid < P:
+                                if cutlass.const_expr(self.pf):
+                                    gj = gws_i[(base + tid) & RING_MASK]
+                                else:
+                                    gj = cute.arch.load(
+                                        g_row + Int64((base + tid) & RING_MASK), Float32
                                     )
-                                    + dtb
+                                wj = cute.math.exp(g_star - gj, fastmath=True)
+                            wv[tid] = wj
+
+                    if cutlass.const_expr(not self.early):
+                        if warp == 0:
+                            # (early: done in the prologue) lane t: gamma_t, beta_t; g ring append
+                            tl = cutlass.min(lane, Int32(T - 1))
+                            if cutlass.const_expr(self.pf_act):
+                                ai = select_token(ab_cur, tl, T)
+                                bt = ab_cur[T]
+                            else:
+                                ai = ld16(
+                                    a + (Int64(bi) * a_sb + Int64(tl) * a_st + Int64(hv)), self.io
                                 )
-                            # stable softplus: max(x, 0) + log1p(exp(-|x|))
-                            sp = cute.math.max(ai, Float32(0.0)) + cute.math.log1p(
-                                cute.math.exp(-cute.math.absf(ai), fastmath=True)
+                                bt = ld16(
+                                    b + (Int64(bi) * b_sb + Int64(tl) * b_st + Int64(hv)), self.io
+                                )
+                            gsum, beta_t = gates_scan(
+                                ai,
+                                bt,
+                                cute.arch.load(a_log + Int64(hv), Float32),
+                                cute.arch.load(dt_bias + Int64(hv), Float32),
+                                lane,
+                                T,
                             )
-                            gi = neg_a * sp
-                            gsum = gsum + cutlass.select_(Int32(i) <= tid, gi, Float32(0.0))
-                        gam[tid] = gsum
-                        if cutlass.const_expr(self.pf_act):
-                            bt = ab_cur[T]
-                        else:
-                            bt = ld16(
-                                b + (Int64(bi) * b_sb + Int64(tid) * b_st + Int64(hv)), self.io
-                            )
-                        beta[tid] = Float32(1.0) / (
-                            Float32(1.0) + cute.math.exp(-bt, fastmath=True)
-                        )
+                            if lane < T:
+                                gam[lane] = gsum
+                                beta[lane] = beta_t
+                                if vblk == 0:
+                                    gt = gsum
+                                    if not is_flush:
+                                        gt = gt + g_star
+                                    cute.arch.store(
+                                        g_row + Int64((base + P + lane) & RING_MASK), gt
+                                    )
 
                     v_row = v + (Int64(bi) * v_sb + Int64(hv * V_DIM_C) + Int64(v0))
-                    for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
+                    for i in cutlass.range_constexpr(
+                        0 if self.early else (T * BV + THREADS - 1) // THREADS
+                    ):
                         e_ = tid + THREADS * i
                         if e_ < T * BV:
                             t_ = e_ // BV
                             lv = e_ % BV
                             if cutlass.const_expr(self.pf_act):
-                                vs[e_] = Float32(v16_i[e_])
+                                vs[t_ * VSS + lv] = Float32(v16_i[e_])
                             else:
-                                vs[e_] = ld16(v_row + (Int64(t_) * v_st + Int64(lv)), self.io)
+                                vs[t_ * VSS + lv] = ld16(
+                                    v_row + (Int64(t_) * v_st + Int64(lv)), self.io
+                                )
 
+                    if cutlass.const_expr(self.early):
+                        cute.arch.cp_async_wait_group(0)  # the windows and the g row (entry)
                     cute.arch.sync_threads()
+                    if cutlass.const_expr(self.early):
+                        # G* (0 for an empty window), the window weights w_j = e^{G* - g_j} (read
+                        # after the next barrier) and the g ring append, from the smem g row
+                        if P > Int32(0):
+                            g_star = gws_i[(base + P - 1) & RING_MASK]
+                        eg_star = cute.math.exp(g_star, fastmath=True)
+                        if tid < 16:
+                            wj = Float32(0.0)
+                            if tid < P:
+                                wj = cute.math.exp(
+                                    g_star - gws_i[(base + tid) & RING_MASK], fastmath=True
+                                )
+                            wv[tid] = wj
+                        if vblk == 0:
+                            if tid < T:
+                                gt = gam[tid]
+                                if not is_flush:
+                                    gt = gt + g_star
+                                cute.arch.store(g_row + Int64((base + P + tid) & RING_MASK), gt)
+                        if cutlass.const_expr(not self.bsmem):
+                            cute.arch.sync_threads()  # wv before the scores (bsmem has a barrier)
 
                     # ---- phase 2: L2 norms; ring appends of k (one CTA per key head) and g ------
-                    for r in cutlass.range_constexpr(NX):
+                    for r in cutlass.range_constexpr(0 if self.vec_qk else NX):
                         tot = nrm[r] + nrm[NXP + r] + nrm[2 * NXP + r] + nrm[3 * NXP + r]
                         inv = cute.math.rsqrt(tot + Float32(EPS), fastmath=True)
                         if cutlass.const_expr(r >= T):
                             inv = inv * scale
                         xs[r * K_DIM + tid] = xs[r * K_DIM + tid] * inv
-                    if vblk == 0:
-                        if hv % HPG == 0:
-                            for t_ in cutlass.range_constexpr(T):
-                                kv = xs[t_ * K_DIM + tid]
-                                st16(
-                                    kc_head + Int64(((base + P + t_) & RING_MASK) * K_DIM + tid),
-                                    kv,
-                                    self.ring,
-                                )
-                        if tid < T:
-                            gt = gam[tid]
-                            if not is_flush:
-                                gt = gt + g_star
-                            cute.arch.store(g_row + Int64((base + P + tid) & RING_MASK), gt)
-                    cute.arch.sync_threads()
+                    if cutlass.const_expr(not self.vec_qk):
+                        if vblk == 0:
+                            if hv % HPG == 0:
+                                for t_ in cutlass.range_constexpr(T):
+                                    kv = xs[t_ * K_DIM + tid]
+                                    st16(
+                                        kc_head
+                                        + Int64(((base + P + t_) & RING_MASK) * K_DIM + tid),
+                                        kv,
+                                        self.ring,
+                                    )
+                        cute.arch.sync_threads()  # (with vec_qk, phase 1 did all of it)
 
                     # ---- phase 3: B fragments of [k^; q^]; window scores and Grams (mma.sync) ---
                     # Thread (g4, c4) holds x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4 (the
@@ -1126,6 +1491,24 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         cmat[sq_ * T + n] = cutlass.select_(
                                             n <= sq_, gq * gr_acc[0][e], Float32(0.0)
                                         )
+                        # Column t = lane of M = (I + A)^-1 diag(beta) by forward substitution
+                        # and of C M (fp32): the per-row solve U = R M^T and the outputs' U C^T =
+                        # R (C M)^T are then one MMA in the epilogue. Entries above the diagonal
+                        # come out as exact zeros.
+                        cute.arch.sync_warp()
+                        if lane < T:
+                            mcol = []
+                            for s_ in cutlass.range_constexpr(T):
+                                m_s = cutlass.select_(lane == s_, beta[s_], Float32(0.0))
+                                for r_ in cutlass.range_constexpr(s_):
+                                    m_s = m_s - amat[s_ * T + r_] * mcol[r_]
+                                mcol.append(m_s)
+                                mcm[s_ * T + lane] = m_s
+                            for s_ in cutlass.range_constexpr(T):
+                                cm_s = cmat[s_ * T] * mcol[0]
+                                for r_ in cutlass.range_constexpr(1, s_ + 1):
+                                    cm_s = cm_s + cmat[s_ * T + r_] * mcol[r_]
+                                mcm[(T + s_) * T + lane] = cm_s
 
                     # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ---------
                     if cutlass.const_expr(not self.late_seq):
@@ -1135,8 +1518,21 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     st_head, v0, warp, ti, self.NTILE, g4, c4, skip_state
                                 )
                             )
+                    # Projections go to smem (ds) and come back in the epilogue's MMA layout. The
+                    # epilogue of a warp without a tile (BV < 64) runs on a duplicate tile with
+                    # every store predicated off (tile_info: epilogue tile, owns it).
+                    tile_info = []
                     for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
+                        owns_all = self.NTILE >= 4 * (ti + 1)  # compile time: every warp has one
+                        tile_info.append(
+                            (
+                                warp + 4 * ti if owns_all else (warp + 4 * ti) % self.NTILE,
+                                True if owns_all else warp + 4 * ti < self.NTILE,
+                            )
+                        )
                         tile = warp + 4 * ti
+                        # (a run-time branch even when every warp has the tile: it keeps ptxas
+                        # from interleaving the two tiles' projections and folds, ~40 registers)
                         if tile < self.NTILE:
                             lr0 = tile * 16 + g4
                             rows = (lr0, lr0 + 8)
@@ -1192,8 +1588,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     lrow = rows[fr]
                                     afold.append(
                                         pack2(
-                                            Float32(uws_i[j0 * BV + lrow]) * wv[j0],
-                                            Float32(uws_i[(j0 + 1) * BV + lrow]) * wv[j0 + 1],
+                                            Float32(uws_i[j0 * UWS + lrow]) * wv[j0],
+                                            Float32(uws_i[(j0 + 1) * UWS + lrow]) * wv[j0 + 1],
                                             self.ring,
                                         )
                                     )
@@ -1271,42 +1667,140 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     if cutlass.const_expr(self.pf):
                         issue_windows(
                             kc, uc, gc, kc_s0, uc_s0, gc_s0, nslot, nP, nbase, ih, hv, v0, tid,
-                            kc16 + (1 - buf) * (16 * 2 * KPW), uw16 + (1 - buf) * (16 * BV),
+                            kc16 + (1 - buf) * (16 * 2 * KPW), uw16 + (1 - buf) * (16 * UWS),
                             graw + (1 - buf) * RING_SLOTS, BV, KPW,
                         )  # fmt: skip
 
-                    # ---- phase 5: per value row: history, residual, solve, outputs, u appends ---
-                    if tid < BV and cutlass.const_expr("epi" not in self.skip):
-                        lv = tid
-                        # history term: four independent partial sums keep the FMA chains short
-                        parts = [[Float32(0.0)] * NX for _ in range(4)]
-                        for jh in cutlass.range_constexpr(16):
-                            uj = Float32(uws_i[jh * BV + lv])
-                            for n in cutlass.range_constexpr(NX):
-                                parts[jh % 4][n] = parts[jh % 4][n] + uj * sw[jh * NX + n]
-                        hx = []
-                        for n in cutlass.range_constexpr(NX):
-                            hist_n = (parts[0][n] + parts[1][n]) + (parts[2][n] + parts[3][n])
-                            hx.append(eg_star * ds[lv * DSP + n] + hist_n)
-                        us = []
-                        o_row = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0 + lv))
-                        u_row = uc_head + Int64(lv)
-                        for s_ in cutlass.range_constexpr(T):
-                            egs = cute.math.exp(gam[s_], fastmath=True)
-                            rs = vs[s_ * BV + lv] - egs * hx[s_]
-                            us_ = beta[s_] * rs
-                            for r_ in cutlass.range_constexpr(s_):
-                                us_ = us_ - amat[s_ * T + r_] * us[r_]
-                            us.append(us_)
-                            os_ = egs * hx[T + s_]
-                            for r_ in cutlass.range_constexpr(s_ + 1):
-                                os_ = os_ + cmat[s_ * T + r_] * us[r_]
-                            st16(o_row + Int64(s_) * o_st, os_, self.io)
-                            st16(
-                                u_row + Int64(((base + P + s_) & RING_MASK) * V_DIM_C),
-                                us_,
-                                self.ring,
+                    # ---- phase 5: history, residual, solve, outputs and u appends on mma.sync ----
+                    # In the projection's accumulator layout (rows g4, g4 + 8 of a tile x columns
+                    # n = nt*8 + 2 c4 + {0, 1}; columns n < T are k-side, T <= n < 2T q-side):
+                    #   HX = e^{G*} S0 X^T + U_win^T SW        (history: A = u window by ldmatrix)
+                    #   R  = V - e^{gamma} HX_k                 (k-side columns)
+                    #   [U | O] = [0 | e^{gamma} HX_q] + R [M; C M]^T
+                    #     (U = R M^T with M = (I + A)^-1 diag(beta): the solve; O = e^{gamma} HX_q
+                    #     + U C^T: the outputs; one MMA group, not two dependent ones)
+                    # Columns < T carry U, columns T..2T-1 carry O. Every fp32 operand enters as
+                    # a hi + lo pair; the solve MMAs use bf16 (fp32 range).
+                    if cutlass.const_expr("epi" not in self.skip):
+                        bf = torch.bfloat16
+                        r0_ = 2 * c4
+                        r0c = cutlass.min(r0_, Int32(T - 1))
+                        r1c = cutlass.min(r0_ + 1, Int32(T - 1))
+                        # B fragments, once per thread: SW (history), [M; C M] (solve + outputs)
+                        b_sw = []
+                        b_uo = []
+                        for nt in cutlass.range_constexpr(NXP // 8):
+                            n_b = nt * 8 + g4
+                            nbc = cutlass.min(n_b, Int32(NX - 1))
+                            halves = []
+                            for hf in cutlass.range_constexpr(2):
+                                j0 = r0_ + 8 * hf
+                                halves.append(
+                                    split2(
+                                        cutlass.select_(n_b < NX, sw[j0 * NX + nbc], Float32(0.0)),
+                                        cutlass.select_(
+                                            n_b < NX, sw[(j0 + 1) * NX + nbc], Float32(0.0)
+                                        ),
+                                        self.ring,
+                                    )
+                                )
+                            b_sw.append(halves)
+                            ok_b = n_b < 2 * T
+                            nuc = cutlass.min(n_b, Int32(2 * T - 1))
+                            b_uo.append(
+                                split2(
+                                    cutlass.select_(
+                                        ok_b & (r0_ < T), mcm[nuc * T + r0c], Float32(0.0)
+                                    ),
+                                    cutlass.select_(
+                                        ok_b & (r0_ + 1 < T), mcm[nuc * T + r1c], Float32(0.0)
+                                    ),
+                                    bf,
+                                )
                             )
+                        # per column of this lane: side, token index, e^{gamma_token}, ring offset
+                        cols = []
+                        for nt in cutlass.range_constexpr(NXP // 8):
+                            for e2 in cutlass.range_constexpr(2):
+                                n_c = nt * 8 + r0_ + e2
+                                k_side = n_c < T
+                                q_side = (n_c >= T) & (n_c < 2 * T)
+                                tok = cutlass.min(
+                                    cutlass.max(cutlass.select_(k_side, n_c, n_c - T), Int32(0)),
+                                    Int32(T - 1),
+                                )
+                                egs = cute.math.exp(gam[tok], fastmath=True)
+                                ring_off = Int64(((base + P + tok) & RING_MASK) * V_DIM_C)
+                                cols.append((k_side, q_side, tok, egs, ring_off, Int64(tok) * o_st))
+                        o_head = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0))
+                        zero = Int32(0)
+                        for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
+                            tile, has_tile = tile_info[ti]
+                            rows = (tile * 16 + g4, tile * 16 + g4 + 8)
+                            # A = u window^T [16 rows x 16 j]: lane t addresses row t % 8 of
+                            # 8x8 block t // 8 = (j half, row half)
+                            mi = lane // 8
+                            ua = ldsm_x4_trans(
+                                uw16_i
+                                + ((lane % 8 + 8 * (mi // 2)) * UWS + tile * 16 + 8 * (mi % 2))
+                            )
+                            acc = []
+                            for nt in cutlass.range_constexpr(NXP // 8):
+                                hxc = []
+                                for e in cutlass.range_constexpr(4):
+                                    n_d = nt * 8 + r0_ + e % 2
+                                    d_e = ds[rows[e // 2] * DSP + cutlass.min(n_d, Int32(NX - 1))]
+                                    hxc.append(
+                                        cutlass.select_(n_d < NX, eg_star * d_e, Float32(0.0))
+                                    )
+                                hxc = mma16816(self.ring, ua, [b_sw[nt][0][0], b_sw[nt][1][0]], hxc)
+                                hxc = mma16816(self.ring, ua, [b_sw[nt][0][1], b_sw[nt][1][1]], hxc)
+                                acc.append(hxc)
+                            # residuals (k columns) and e^{gamma} HX_q (q columns) of n-tile 0
+                            res = []
+                            cq = []
+                            for e in cutlass.range_constexpr(4):
+                                k_side, q_side, tok, egs, _, _ = cols[e % 2]
+                                vv = vs[tok * VSS + rows[e // 2]]
+                                res.append(
+                                    cutlass.select_(k_side, vv - egs * acc[0][e], Float32(0.0))
+                                )
+                                cq.append(cutlass.select_(q_side, egs * acc[0][e], Float32(0.0)))
+                            ra = [split2(res[0], res[1], bf), split2(res[2], res[3], bf)]
+                            fin = []
+                            for nt in cutlass.range_constexpr(NXP // 8):
+                                if cutlass.const_expr(nt == 0):
+                                    cin = cq
+                                else:
+                                    cin = []
+                                    for e in cutlass.range_constexpr(4):
+                                        _, q_side, _, egs, _, _ = cols[2 * nt + e % 2]
+                                        cin.append(
+                                            cutlass.select_(q_side, egs * acc[nt][e], Float32(0.0))
+                                        )
+                                oo = mma16816(
+                                    bf, [ra[0][0], ra[1][0], zero, zero], [b_uo[nt][0], zero], cin
+                                )
+                                oo = mma16816(
+                                    bf, [ra[0][1], ra[1][1], zero, zero], [b_uo[nt][0], zero], oo
+                                )
+                                oo = mma16816(
+                                    bf, [ra[0][0], ra[1][0], zero, zero], [b_uo[nt][1], zero], oo
+                                )
+                                fin.append(oo)
+                            for nt in cutlass.range_constexpr(NXP // 8):
+                                for e in cutlass.range_constexpr(4):
+                                    k_side, q_side, _, _, ring_off, out_off = cols[2 * nt + e % 2]
+                                    row64 = Int64(rows[e // 2])
+                                    st16_either(
+                                        uc_head + (ring_off + row64),
+                                        o_head + (out_off + row64),
+                                        fin[nt][e],
+                                        k_side if has_tile is True else k_side & has_tile,
+                                        q_side if has_tile is True else q_side & has_tile,
+                                        self.ring,
+                                        self.io,
+                                    )
                 else:
                     if cutlass.const_expr(self.persist):
                         sa_nxt = prefetch_state_tiles(
@@ -1334,7 +1828,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     if cutlass.const_expr(self.pf):
                         issue_windows(
                             kc, uc, gc, kc_s0, uc_s0, gc_s0, nslot, nP, nbase, ih, hv, v0, tid,
-                            kc16 + (1 - buf) * (16 * 2 * KPW), uw16 + (1 - buf) * (16 * BV),
+                            kc16 + (1 - buf) * (16 * 2 * KPW), uw16 + (1 - buf) * (16 * UWS),
                             graw + (1 - buf) * RING_SLOTS, BV, KPW,
                         )  # fmt: skip
                 if cutlass.const_expr(self.persist):
@@ -1342,7 +1836,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     slot, P, base = nslot, nP, nbase
                     sa_cur = sa_nxt
                     ab_cur = ab_nxt
-            if cutlass.const_expr(self.pf):
+            if cutlass.const_expr(self.pf or self.early):
                 cute.arch.cp_async_wait_group(0)  # no copy in flight when the CTA retires
 
     return GdnDecodeUCacheFlushKernel
@@ -1396,8 +1890,11 @@ def compile_variant(
     persist: bool = False,
     late: int = 0,
     prefetch: int = 0,
+    vec_qk: bool = True,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
+
+    vec_qk: q/k rows are 16-byte aligned (16-byte loads; the host checks it per call).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -1434,6 +1931,7 @@ def compile_variant(
         late,
         bool(persist),
         int(prefetch) if persist else 0,
+        bool(vec_qk) and not (persist and int(prefetch) >= 2),
         skip,
         arch,
     )
@@ -1457,6 +1955,7 @@ def compile_variant(
         persist=bool(persist),
         prefetch=int(prefetch),
         skip=skip,
+        vec_qk=bool(vec_qk),
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -1529,32 +2028,33 @@ def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
 
 
 # Launch configurations measured fastest on the H200 per (HV, B) at T=4 (bench/knockout.py
-# `report` over the final call's sweep, results/kernel/final.md: the smallest worst ratio to
-# flashinfer over 0 / 20 / 100 % flush). Each entry is a '+'-joined knob
-# string as in bench/knockout.py (bv = rows per CTA, mbp = launch bounds in CTAs/SM, late = state
-# tiles loaded at the projection, persist = persistent CTAs per SM, pf = prefetch level); only
-# configurations that passed conformance on the H200 in the serving and bf16 arms are listed.
+# `report --module next` over the k5 sweep, results/kernel/k5/next.md: the smallest worst ratio to
+# flashinfer over 0 / 20 / 100 % flush). Each entry is a '+'-joined knob string as in
+# bench/knockout.py (bv = rows per CTA, mbp = launch bounds in CTAs/SM, late = state tiles loaded
+# at the projection, persist = persistent CTAs per SM, pf = prefetch level); only configurations
+# that passed conformance on the H200 in the serving and bf16 arms are listed. late3+mbp5 keeps
+# the 90-register build spill-free at 5 CTAs/SM; late1+mbp6 trades 64 bytes of spill for 6.
 _TUNED_T4: dict[int, dict[int, str]] = {
     32: {
-        1: "base",
-        8: "bv128",
-        32: "bv128+late1+mbp7",
-        128: "bv128+late1+mbp7",
-        256: "bv128+late3+mbp6",
+        1: "bv32",
+        8: "bv128+late3+mbp5",
+        32: "bv128+late3+mbp5",
+        128: "bv128+late3+mbp5",
+        256: "bv128+late3+mbp5",
     },
     48: {
         1: "bv128",
-        8: "bv128+late1+mbp7",
-        32: "bv128+late1+mbp7",
-        128: "bv128+late1+mbp7",
-        256: "bv128+late3+mbp6",
+        8: "bv128+late1+mbp6",
+        32: "bv128+late1+mbp6",
+        128: "bv128+late1+mbp6",
+        256: "bv128+late1+mbp6",
     },
     64: {
         1: "bv128",
-        8: "bv128+late3+mbp6",
-        32: "bv128+late1+mbp7",
-        128: "bv128+late3+mbp6",
-        256: "bv128+late3+mbp6",
+        8: "bv128+late3+mbp5",
+        32: "bv128+late3+mbp5",
+        128: "bv128+late3+mbp5",
+        256: "bv128+late1+mbp6",
     },
 }
 _KNOB_ENV = (
@@ -1991,6 +2491,8 @@ def _launch(
         persist=nprog < batch,
         late=cfg["late"],
         prefetch=prefetch,
+        # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
+        vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )
     gm = cute.AddressSpace.gmem
     io = cutlass.BFloat16 if IO_TORCH == torch.bfloat16 else cutlass.Float16

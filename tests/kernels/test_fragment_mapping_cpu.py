@@ -136,7 +136,7 @@ def _epilogue_reference(d, uwin, sw, eg, v, gam, beta, amat, cmat, T):
 
 
 def test_mma_epilogue_fragments() -> None:
-    """Phase 5 of kernels/gdn_ucache_flush_next.py: u window by ldmatrix.trans from padded rows,
+    """Phase 5 of kernels/gdn_ucache_flush.py (v5): u window by ldmatrix.trans from padded rows,
     HX in the projection's accumulators, the solve and the outputs as one product
     [U | O] = [0 | e^gamma HX_q] + R [M; C M]^T, with the kernel's column bookkeeping (k columns
     carry U, q columns carry the outputs), for every T."""

@@ -1,6 +1,6 @@
-"""CPU checks of kernels/gdn_ucache_flush.py (and of the next version,
-kernels/gdn_ucache_flush_next.py, while it is not the default yet): module identity, validation,
-and sm_90a compilation.
+"""CPU checks of kernels/gdn_ucache_flush.py (and of a next version,
+kernels/gdn_ucache_flush_next.py, while one is built and not yet proven on a GPU): module
+identity, validation, and sm_90a compilation.
 
 No GPU needed. The compile test cross-compiles kernel variants with CuTe-DSL (CUTE_DSL_ARCH=sm_90a /
 sm_100a) and checks that the PTX keeps to SM100-portable instructions (mma.sync, no wgmma/tcgen05).
