@@ -1,0 +1,39 @@
+"""bench/targets.py: issue #6's targets read off bench_ucache JSON (synthetic rows, no GPU)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from bench.targets import main
+
+
+def _rows(arm: str, slow_point: tuple[int, int, int]) -> list[dict]:
+    rng = random.Random()
+    rows = []
+    for hv in (32, 48, 64):
+        for B in (1, 8, 32, 128, 256):
+            for fl in (0, 20, 100):
+                floor = 0.3 * B * hv / 32 * (1.5 if fl == 100 else 1.0)
+                fi = floor * rng.uniform(1.1, 1.4) + 5.0
+                ours = fi * (1.05 if (hv, B, fl) == slow_point else rng.uniform(0.8, 0.99))
+                us = {"ours": ours, "flashinfer": fi, "triton_vllm": ours * 3}
+                rows.append(dict(arm=arm, HV=hv, B=B, flush_pct=fl, floor_us=floor, us=us))
+    return rows
+
+
+def test_report_counts_wins_and_names_the_slow_point(tmp_path: Path) -> None:
+    paths = []
+    for arm, slow in (("serving", (48, 256, 0)), ("bf16", (64, 32, 20))):
+        p = tmp_path / f"{arm}.json"
+        p.write_text(json.dumps(dict(meta=dict(command=f"bench {arm}"), results=_rows(arm, slow))))
+        paths.append(str(p))
+    out = tmp_path / "t.md"
+    assert main([*paths, "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "ours <= flashinfer at 88/90 points" in text
+    assert "serving HV=48 B=256 0 % 1.050" in text and "bf16 HV=64 B=32 20 % 1.050" in text
+    assert "| serving | 256 | 0 | 0." in text  # the range over HV includes the slow point
+    assert "| serving | 1 | 100 | **" in text  # every HV faster: bold
+    assert "B = 1, serving:" in text and "bench serving" in text
