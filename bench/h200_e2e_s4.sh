@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 4's e2e GPU command (#10), run on the H200 host after the bundle is unpacked:
 #
-#   bash bench/h200_e2e_s4.sh [STEP ...]        (default: models reject triton probe)
+#   bash bench/h200_e2e_s4.sh [STEP ...]        (default: models reject agree probe)
 #
 # Steps, in priority order; each starts only with enough of the budget left and is skipped when a
 # previous call on the same (warm) host already finished it, so a second call with the same
@@ -9,7 +9,9 @@
 #   models  geom-35b-{agree,reject} into /tmp/e2e-models (bench/e2e.py models)
 #   reject  speed sweep at the reject level: native, ucache_ours, ucache_flashinfer, replay_triton,
 #           B 1,8,32,128,256 (a re-run repeats only the backends without an ok result)
-#   triton  replay_triton speed row at the agree level (cut by the deadline in session 3)
+#   agree   speed sweep at the agree level: native, ucache_ours (the shipped kernel), replay_triton
+#           (session 3 measured the agree level with an older kernel and without replay_triton)
+#   triton  replay_triton speed row at the agree level only (cut by the deadline in session 3)
 #   probe   bench/e2e_probe.py: why ucache_flashinfer runs at ~0.55x native (results/e2e/README.md);
 #           backends $E2E_S4_PROBE_BACKENDS (default ucache_flashinfer,ucache_ours,native;
 #           native last: the deadline cuts it first; it shows whether native steps are graphed)
@@ -19,7 +21,7 @@
 # into ONE file, $OUT/e2e-s4.tar.xz (the device tool returns few files). Render on the CPU:
 #   tar -xJf e2e-s4.tar.xz && python3 bench/e2e.py report e2e/e2e-speed-reject*.json --out results/e2e --name e2e-h200-session4-reject
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,20p' "$0"; exit 0; fi
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,22p' "$0"; exit 0; fi
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 budget=${BUDGET_S:-540}
@@ -29,7 +31,7 @@ models=${E2E_MODELS_DIR:-/tmp/e2e-models}
 out=${OUT:-$work/out}
 mkdir -p "$work/e2e" "$work/probe" "$out"
 steps=("$@")
-[[ ${#steps[@]} -gt 0 ]] || steps=(models reject triton probe)
+[[ ${#steps[@]} -gt 0 ]] || steps=(models reject agree probe)
 if [[ -z ${GDN_HOST_SITE:-} && -f /tmp/gdn-host/env.sh ]]; then
   # shellcheck source=/dev/null
   source /tmp/gdn-host/env.sh
@@ -93,6 +95,7 @@ for step in "${steps[@]}"; do
       fi
       ;;
     reject) speed e2e-speed-reject geom-35b-reject native,ucache_ours,ucache_flashinfer,replay_triton ;;
+    agree) speed e2e-speed-agree geom-35b-agree native,ucache_ours,replay_triton ;;
     triton) speed e2e-speed-agree-triton geom-35b-agree replay_triton ;;
     probe)
       todo=$(missing "$work/probe/probe-s4" "${E2E_S4_PROBE_BACKENDS:-ucache_flashinfer,ucache_ours,native}")
@@ -110,7 +113,7 @@ for step in "${steps[@]}"; do
           --deadline-s $(($(left) - reserve)) --name "$name" || log "probe: exit $?"
       fi
       ;;
-    *) echo "unknown step $step (models reject triton probe)" >&2; exit 2 ;;
+    *) echo "unknown step $step (models reject agree triton probe)" >&2; exit 2 ;;
   esac
   pack
 done
