@@ -151,6 +151,9 @@ k6)
       cut -c1-160 | head -12 || true
   done
   echo "# conformance (shipped kernel) wall $((SECONDS - t0)) s"
+  # the Triton baseline is the series' op, loaded by path from the patched tree (tests/series/
+  # triton_baseline_adapter.py): the host bundle's site, else a carried vllm/
+  export GDN_SERIES_VLLM_ROOT=${GDN_SERIES_VLLM_ROOT:-${GDN_HOST_SITE:-$PWD/vllm}}
   # the issue's benchmark: ours vs flashinfer vs the Triton baseline vs the floor, one process
   # per arm (the JSON is rewritten after every HV block, so a timeout keeps what was timed)
   for arm in serving bf16; do
@@ -158,10 +161,12 @@ k6)
       --out "$out" --tag "final-v5-$arm" --backends ours flashinfer triton_vllm 2>&1 |
       tee "$out/bench-$arm.log" | grep -vE '^# (v|compil)' || true
   done
-  # what the hi/lo split costs now (nosplit: flashinfer-level precision), verify and 20 %
-  timeout 40 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 128 32 \
-    --flush 0 20 --budget-s 32 --json "$out/nosplit-k6.json" --backends flashinfer \
-    --modules v5=kernels/gdn_ucache_flush.py --variants v5:base v5:base+nosplit 2>&1 |
+  # what the hi/lo split costs now (nosplit: flashinfer-level precision), verify and 20 %, and
+  # where the verify time goes (knock-outs, wrong results on purpose: no epilogue / no fold code)
+  timeout 45 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 128 32 \
+    --flush 0 20 --budget-s 36 --json "$out/nosplit-k6.json" --backends flashinfer \
+    --modules v5=kernels/gdn_ucache_flush.py \
+    --variants v5:base v5:base+nosplit v5:base+no_fold v5:base+no_epi 2>&1 |
     tee "$out/nosplit-k6.log" | grep -v '^# v' || true
   echo "# h200_run k6: $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k6.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
