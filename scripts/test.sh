@@ -34,8 +34,10 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
     echo "$wanted" > "$stamp"
 fi
 
+# The venv's bin/ goes first on PATH: the test extra's tools (shellcheck, hadolint) live there,
+# and tests look them up by name (without it their checks were skipped in CI).
 status=0
-PYTHON="$venv/bin/python" "$venv/bin/python" -m pytest "$@" || status=$?
+PATH="$(cd "$venv/bin" && pwd):$PATH" PYTHON="$venv/bin/python" "$venv/bin/python" -m pytest "$@" || status=$?
 if [[ $status -eq 5 ]]; then
     echo "pytest collected no tests (exit 5): nothing to run, counted as success"
     status=0
