@@ -159,6 +159,11 @@ def time_graph(fn: Any, point: Point, scrub: torch.Tensor | None, reps: int) -> 
     for i in range(reps):
         if scrub is not None:
             sink += scrub.sum()  # read-only pass over > 2x L2: evicts the previous replay's lines
+        else:
+            # keep the GPU busy (~20 us) while the host enqueues the replay, as the scrub does in
+            # the cold mode: otherwise the host's graph-launch latency lands between the two
+            # events (session 6's first warm run timed 10-16 us at B=1, more than cold L2)
+            torch.cuda._sleep(40_000)
         starts[i].record()
         graph.replay()
         ends[i].record()

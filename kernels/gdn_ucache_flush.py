@@ -1,4 +1,4 @@
-"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v5).
+"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v5b).
 
 gdn-ucache's own implementation of the ``gated_delta_rule_mtp_ucache_flush`` contract
 (``/work/shared/research/kernel-spec.md`` section 1) for nvidia-cutlass-dsl 4.8.0. vLLM loads this
@@ -43,9 +43,11 @@ batches get 128 / BV times more CTAs; large batches make one pass over the state
   DRAM trips (cursors, then state + windows), not one per phase. The L2 norms reduce in registers
   over the 16 lanes of a [k; q] row.
 - Epilogue on mma.sync, in the projection's accumulator layout: the history term U_win^T SW
-  (A = the u window by ldmatrix.trans from padded rows), then the solve and the outputs as one
-  product [U | O] = [0 | e^gamma HX_q] + R [M; C M]^T with M = (I + A)^-1 diag(beta) and C M formed
-  once per CTA; fp32 operands enter as hi + lo pairs. u-ring appends and outputs are predicated
+  (A = the u window by ldmatrix.trans from padded rows), then the solve U = R M^T with
+  M = (I + A)^-1 diag(beta) formed once per CTA, and the outputs O = e^gamma HX_q + U C^T; fp32
+  operands enter as hi + lo pairs. (Folding both into one product [U | O] = [0 | e^gamma HX_q] +
+  R [M; C M]^T shortens the dependent MMA chain but measured 2-8 % slower on the H200 in one
+  process: results/kernel/k7, kernels/NOTES.md.) u-ring appends and outputs are predicated
   16-bit stores from the same accumulators. g and k rings are appended by one CTA per value head /
   key head.
 - Ring windows stay in their 16-bit dtype in shared memory (~28 KB per CTA at BV=128, T=4), so
@@ -993,11 +995,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 smem.allocate_array(Float32, BV * DSP, byte_alignment=16),
                 cute.make_layout(BV * DSP),
             )
-            # [M; C M] (2T x T), M = (I + A)^-1 diag(beta): the solve and the outputs' coupling as
-            # one matrix, so that one MMA of the residuals gives [U | O]
-            mcm = cute.make_tensor(
-                smem.allocate_array(Float32, 2 * T * T, byte_alignment=16),
-                cute.make_layout(2 * T * T),
+            # M = (I + A)^-1 diag(beta): the token coupling of the solve as one T x T matrix
+            mmat = cute.make_tensor(
+                smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
             )
             xb = cute.make_tensor(
                 smem.allocate_array(
@@ -1492,9 +1492,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                             n <= sq_, gq * gr_acc[0][e], Float32(0.0)
                                         )
                         # Column t = lane of M = (I + A)^-1 diag(beta) by forward substitution
-                        # and of C M (fp32): the per-row solve U = R M^T and the outputs' U C^T =
-                        # R (C M)^T are then one MMA in the epilogue. Entries above the diagonal
-                        # come out as exact zeros.
+                        # (fp32): the per-row solve then is U = R M^T, one MMA in the epilogue.
+                        # Entries above the diagonal come out as exact zeros.
                         cute.arch.sync_warp()
                         if lane < T:
                             mcol = []
@@ -1503,12 +1502,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 for r_ in cutlass.range_constexpr(s_):
                                     m_s = m_s - amat[s_ * T + r_] * mcol[r_]
                                 mcol.append(m_s)
-                                mcm[s_ * T + lane] = m_s
-                            for s_ in cutlass.range_constexpr(T):
-                                cm_s = cmat[s_ * T] * mcol[0]
-                                for r_ in cutlass.range_constexpr(1, s_ + 1):
-                                    cm_s = cm_s + cmat[s_ * T + r_] * mcol[r_]
-                                mcm[(T + s_) * T + lane] = cm_s
+                                mmat[s_ * T + lane] = m_s
 
                     # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ---------
                     if cutlass.const_expr(not self.late_seq):
@@ -1676,19 +1670,18 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     # n = nt*8 + 2 c4 + {0, 1}; columns n < T are k-side, T <= n < 2T q-side):
                     #   HX = e^{G*} S0 X^T + U_win^T SW        (history: A = u window by ldmatrix)
                     #   R  = V - e^{gamma} HX_k                 (k-side columns)
-                    #   [U | O] = [0 | e^{gamma} HX_q] + R [M; C M]^T
-                    #     (U = R M^T with M = (I + A)^-1 diag(beta): the solve; O = e^{gamma} HX_q
-                    #     + U C^T: the outputs; one MMA group, not two dependent ones)
-                    # Columns < T carry U, columns T..2T-1 carry O. Every fp32 operand enters as
-                    # a hi + lo pair; the solve MMAs use bf16 (fp32 range).
+                    #   U  = R M^T,  M = (I + A)^-1 diag(beta)  (the solve as one MMA)
+                    #   O  = e^{gamma} HX_q + U C^T             (outputs land on the q columns)
+                    # The accumulator of columns < T carries U, of columns >= T carries O. Every
+                    # fp32 operand enters as a hi + lo pair; the solve MMAs use bf16 (fp32 range).
                     if cutlass.const_expr("epi" not in self.skip):
                         bf = torch.bfloat16
                         r0_ = 2 * c4
                         r0c = cutlass.min(r0_, Int32(T - 1))
                         r1c = cutlass.min(r0_ + 1, Int32(T - 1))
-                        # B fragments, once per thread: SW (history), [M; C M] (solve + outputs)
+                        # B fragments, once per thread: SW (history), M (solve), C (outputs)
                         b_sw = []
-                        b_uo = []
+                        b_c = []
                         for nt in cutlass.range_constexpr(NXP // 8):
                             n_b = nt * 8 + g4
                             nbc = cutlass.min(n_b, Int32(NX - 1))
@@ -1705,19 +1698,29 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     )
                                 )
                             b_sw.append(halves)
-                            ok_b = n_b < 2 * T
-                            nuc = cutlass.min(n_b, Int32(2 * T - 1))
-                            b_uo.append(
+                            s_b = n_b - T
+                            ok_c = (s_b >= Int32(0)) & (s_b < T)
+                            sbc = cutlass.min(cutlass.max(s_b, Int32(0)), Int32(T - 1))
+                            b_c.append(
                                 split2(
                                     cutlass.select_(
-                                        ok_b & (r0_ < T), mcm[nuc * T + r0c], Float32(0.0)
+                                        ok_c & (r0_ < T), cmat[sbc * T + r0c], Float32(0.0)
                                     ),
                                     cutlass.select_(
-                                        ok_b & (r0_ + 1 < T), mcm[nuc * T + r1c], Float32(0.0)
+                                        ok_c & (r0_ + 1 < T), cmat[sbc * T + r1c], Float32(0.0)
                                     ),
                                     bf,
                                 )
                             )
+                        ok_m = g4 < T
+                        gmc = cutlass.min(g4, Int32(T - 1))
+                        b_m = split2(
+                            cutlass.select_(ok_m & (r0_ < T), mmat[gmc * T + r0c], Float32(0.0)),
+                            cutlass.select_(
+                                ok_m & (r0_ + 1 < T), mmat[gmc * T + r1c], Float32(0.0)
+                            ),
+                            bf,
+                        )
                         # per column of this lane: side, token index, e^{gamma_token}, ring offset
                         cols = []
                         for nt in cutlass.range_constexpr(NXP // 8):
@@ -1767,10 +1770,19 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 )
                                 cq.append(cutlass.select_(q_side, egs * acc[0][e], Float32(0.0)))
                             ra = [split2(res[0], res[1], bf), split2(res[2], res[3], bf)]
+                            dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[0], zero], cq)
+                            dd = mma16816(bf, [ra[0][1], ra[1][1], zero, zero], [b_m[0], zero], dd)
+                            dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[1], zero], dd)
+                            # U (k columns only) as the A operand of the output MMA
+                            uu = [
+                                cutlass.select_(cols[e % 2][0], dd[e], Float32(0.0))
+                                for e in range(4)
+                            ]
+                            ua2 = [split2(uu[0], uu[1], bf), split2(uu[2], uu[3], bf)]
                             fin = []
                             for nt in cutlass.range_constexpr(NXP // 8):
                                 if cutlass.const_expr(nt == 0):
-                                    cin = cq
+                                    cin = dd
                                 else:
                                     cin = []
                                     for e in cutlass.range_constexpr(4):
@@ -1779,13 +1791,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                             cutlass.select_(q_side, egs * acc[nt][e], Float32(0.0))
                                         )
                                 oo = mma16816(
-                                    bf, [ra[0][0], ra[1][0], zero, zero], [b_uo[nt][0], zero], cin
+                                    bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][0], zero], cin
                                 )
                                 oo = mma16816(
-                                    bf, [ra[0][1], ra[1][1], zero, zero], [b_uo[nt][0], zero], oo
+                                    bf, [ua2[0][1], ua2[1][1], zero, zero], [b_c[nt][0], zero], oo
                                 )
                                 oo = mma16816(
-                                    bf, [ra[0][0], ra[1][0], zero, zero], [b_uo[nt][1], zero], oo
+                                    bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][1], zero], oo
                                 )
                                 fin.append(oo)
                             for nt in cutlass.range_constexpr(NXP // 8):

@@ -136,10 +136,10 @@ def _epilogue_reference(d, uwin, sw, eg, v, gam, beta, amat, cmat, T):
 
 
 def test_mma_epilogue_fragments() -> None:
-    """Phase 5 of kernels/gdn_ucache_flush.py (v5): u window by ldmatrix.trans from padded rows,
-    HX in the projection's accumulators, the solve and the outputs as one product
-    [U | O] = [0 | e^gamma HX_q] + R [M; C M]^T, with the kernel's column bookkeeping (k columns
-    carry U, q columns carry the outputs), for every T."""
+    """Phase 5 of kernels/gdn_ucache_flush.py: u window by ldmatrix.trans from padded rows,
+    HX in the projection's accumulators, the solve as U = R M^T and the outputs as
+    e^gamma HX_q + U C^T, with the kernel's column bookkeeping (k columns carry U, q columns
+    carry the outputs), for every T."""
     rng = np.random.default_rng(3)
     for T in range(2, 9):
         NX = 2 * T
@@ -157,8 +157,8 @@ def test_mma_epilogue_fragments() -> None:
         beta = rng.uniform(0.2, 0.9, T)
         amat = np.tril(rng.standard_normal((T, T)) * 0.3, -1)
         cmat = np.tril(rng.standard_normal((T, T)) * 0.3)
-        # [M; C M], M = (I + A)^-1 diag(beta): column t by the kernel's forward substitution
-        mcm = np.zeros((2 * T, T))
+        # M = (I + A)^-1 diag(beta), column t by the kernel's forward substitution
+        mmat = np.zeros((T, T))
         for t in range(T):
             col = []
             for s in range(T):
@@ -166,9 +166,7 @@ def test_mma_epilogue_fragments() -> None:
                 for r in range(s):
                     m -= amat[s, r] * col[r]
                 col.append(m)
-                mcm[s, t] = m
-            for s in range(T):
-                mcm[T + s, t] = sum(cmat[s, r] * col[r] for r in range(s + 1))
+                mmat[s, t] = m
         ref_u, ref_o = _epilogue_reference(d, uwin, sw, eg, v, gam, beta, amat, cmat, T)
 
         def at(M, i, j, ok):  # the kernel's clamped, masked smem reads
@@ -210,7 +208,7 @@ def test_mma_epilogue_fragments() -> None:
             ]
             for ln in range(32)
         }
-        ra, cq = {}, {}
+        ra, cq, bm = {}, {}, {}
         for ln in range(32):
             g, c = ln // 4, ln % 4
             res, q = [], []
@@ -222,31 +220,45 @@ def test_mma_epilogue_fragments() -> None:
                 q.append(np.exp(gam[tok]) * hxv if qs else 0.0)
             ra[ln] = [np.array(res[0:2]), np.array(res[2:4]), np.zeros(2), np.zeros(2)]
             cq[ln] = q
+            bm[ln] = [
+                np.array(
+                    [
+                        at(mmat, g, 2 * c, g < T and 2 * c < T),
+                        at(mmat, g, 2 * c + 1, g < T and 2 * c + 1 < T),
+                    ]
+                ),
+                np.zeros(2),
+            ]
+        dd = _mma(ra, bm, cq)
+        au = {}
+        for ln in range(32):
+            uu = [dd[ln][e] if cols[ln][e % 2][0] else 0.0 for e in range(4)]
+            au[ln] = [np.array(uu[0:2]), np.array(uu[2:4]), np.zeros(2), np.zeros(2)]
         fin = []
         for nt in range(NXP // 8):
-            buo, cin = {}, {}
+            bc, cin = {}, {}
             for ln in range(32):
                 g, c = ln // 4, ln % 4
-                n_b = nt * 8 + g
-                nuc = min(n_b, 2 * T - 1)
-                ok = n_b < 2 * T
-                buo[ln] = [
+                s_b = nt * 8 + g - T
+                ok = 0 <= s_b < T
+                sbc = min(max(s_b, 0), T - 1)
+                bc[ln] = [
                     np.array(
                         [
-                            at(mcm, nuc, 2 * c, ok and 2 * c < T),
-                            at(mcm, nuc, 2 * c + 1, ok and 2 * c + 1 < T),
+                            at(cmat, sbc, 2 * c, ok and 2 * c < T),
+                            at(cmat, sbc, 2 * c + 1, ok and 2 * c + 1 < T),
                         ]
                     ),
                     np.zeros(2),
                 ]
                 if nt == 0:
-                    cin[ln] = cq[ln]
+                    cin[ln] = dd[ln]
                 else:
                     cin[ln] = []
                     for e in range(4):
                         _, qs, tok = cols[ln][2 * nt + e % 2]
                         cin[ln].append(np.exp(gam[tok]) * acc[nt][ln][e] if qs else 0.0)
-            fin.append(_mma(ra, buo, cin))
+            fin.append(_mma(au, bc, cin))
         for nt in range(NXP // 8):
             for ln in range(32):
                 g = ln // 4
