@@ -13,19 +13,19 @@
 #                                  # (suite + own cases, serving + bf16), then next vs the shipped v4
 #                                  # vs flashinfer on the grid with launch-config candidates, both
 #                                  # arms, and a short ncu of next; one archive kernel-k4.tar.gz
-#   bash bench/h200_run.sh k6      # <= 300 s (session 5): the shipped kernel (v5) final: conformance
+#   bash bench/h200_run.sh k6      # <= 300 s (session 5): the shipped kernel's final: conformance
 #                                  # (suite + every launch-config candidate + own cases, both arms),
 #                                  # bench/bench_ucache.py (ours vs flashinfer vs the Triton baseline
 #                                  # vs the floor, whole grid, both arms) and a short nosplit sweep;
 #                                  # one archive kernel-k6.tar.gz. Runs after `source .gpu/env.sh`
 #                                  # or in the e2e host bundle's environment (/tmp/gdn-host/env.sh)
-#   bash bench/h200_run.sh k7      # <= 120 s (session 6): v5 (shipped) vs v5b (the two-trip
-#                                  # prologue without the one-MMA-group solve, conformance-proven in
-#                                  # k5) vs flashinfer in ONE process (cold L2, serving arm), and B=1
-#                                  # on a warm L2 (the 4 us target, fi's 5.3 us in
-#                                  # h200-probe.md is warm); v5b from
-#                                  # `git show 1e4d507:kernels/gdn_ucache_flush_next.py > .gpu/v5b.py`
-#                                  # (K7_PREV overrides); one archive kernel-k7.tar.gz
+#   bash bench/h200_run.sh k7      # <= 120 s (session 6): the shipped kernel vs another version
+#                                  # (K7_OTHER=NAME=PATH, default v5=.gpu/v5.py from `git show
+#                                  # d479645:kernels/gdn_ucache_flush_next.py`) vs flashinfer in
+#                                  # ONE process (cold L2, serving arm), and B=1 on a warm L2 (fi's
+#                                  # 5.3 us in h200-probe.md is warm). Session 6 ran it with
+#                                  # K7_SHIPPED=v5 (then shipped) and K7_OTHER=v5b=.gpu/v5b.py
+#                                  # (results/kernel/k7/v5-v5b-k7.*); one archive kernel-k7.tar.gz
 #   bash bench/h200_run.sh conformance|bench|sr|all [extra bench args...]   (session-1 modes)
 set -euo pipefail
 mode=${1:-all}
@@ -165,7 +165,7 @@ k6)
   # per arm (the JSON is rewritten after every HV block, so a timeout keeps what was timed)
   for arm in serving bf16; do
     timeout "${K6_BENCH_S:-95}" python3 bench/bench_ucache.py --arms "$arm" --reps 10 \
-      --out "$out" --tag "final-v5-$arm" --backends ours flashinfer triton_vllm 2>&1 |
+      --out "$out" --tag "final-${K6_TAG:-v5b}-$arm" --backends ours flashinfer triton_vllm 2>&1 |
       tee "$out/bench-$arm.log" | grep -vE '^# (v|compil)' || true
   done
   # what the hi/lo split costs now (nosplit: flashinfer-level precision), verify and 20 %, and
@@ -179,14 +179,16 @@ k6)
   tar -czf "$out/../kernel-k6.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 k7)
-  prev=${K7_PREV:-.gpu/v5b.py}
+  other=${K7_OTHER:-v5=.gpu/v5.py}
+  shipped=${K7_SHIPPED:-ours}
   timeout 75 python3 bench/knockout.py --reps 10 --arm serving --hv 32 64 --batch 256 128 32 8 \
-    --flush 0 20 100 --budget-s 60 --json "$out/v5-v5b-k7.json" --backends flashinfer \
-    --modules v5=kernels/gdn_ucache_flush.py "v5b=$prev" --variants v5:base v5b:base 2>&1 |
-    tee "$out/v5-v5b-k7.log" | grep -v '^# v' | tail -n 26 || true
+    --flush 0 20 100 --budget-s 60 --json "$out/compare-k7.json" --backends flashinfer \
+    --modules "$shipped=kernels/gdn_ucache_flush.py" "$other" \
+    --variants "$shipped:base" "${other%%=*}:base" 2>&1 |
+    tee "$out/compare-k7.log" | grep -v '^# v' | tail -n 26 || true
   timeout 30 python3 bench/knockout.py --warm --reps 20 --arm serving --hv 32 48 64 --batch 1 \
     --flush 0 20 100 --budget-s 20 --json "$out/warm-b1-k7.json" --backends flashinfer \
-    --modules v5=kernels/gdn_ucache_flush.py --variants v5:base 2>&1 |
+    --modules "$shipped=kernels/gdn_ucache_flush.py" --variants "$shipped:base" 2>&1 |
     tee "$out/warm-b1-k7.log" | grep -v '^# v' | tail -n 12 || true
   echo "# h200_run k7: $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k7.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
