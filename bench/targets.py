@@ -1,7 +1,7 @@
 """Issue #6's targets, read off bench/bench_ucache.py results (JSON), as one markdown report.
 
-    python bench/targets.py results/kernel/k6/final-v5-serving.json results/kernel/k6/final-v5-bf16.json \
-        --out results/kernel/k6/targets.md
+    python bench/targets.py results/kernel/k6/final-v5-serving.json \
+        results/kernel/k6/final-v5-bf16.json --out results/kernel/k6/targets.md
 
 Per (arm, B, flush %): the range over HV of ours / flashinfer and of time / HBM floor, and the
 Triton baseline / ours; then the targets one by one: "never slower than flashinfer" (points where
