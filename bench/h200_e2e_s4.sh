@@ -18,14 +18,18 @@
 # Budget: BUDGET_S seconds of wall time from the script's start (default 540); pass what the call
 # has left, e.g. `BUDGET_S=$((560 - SECONDS)) bash bench/h200_e2e_s4.sh` after stage/unpack.
 # Results accumulate in $E2E_S4_WORK (default /tmp/e2e-s4); after every step all of them are packed
-# into ONE file, $OUT/e2e-s4.tar.xz (the device tool returns few files). Render on the CPU:
+# into ONE file, $OUT/e2e-s4.tar.xz (the device tool returns few files). On exit the host's JIT
+# caches go to $OUT/host-caches.tar.gz (tools/gpuhost/host.py save-caches; E2E_S4_SAVE_CACHES=0
+# skips it): keep that file in ~/.cache/gdn-ucache/host-caches/ and carry it as .gpu/ next time
+# (`host.py load-caches`), so a fresh host's first engine does not recompile every Triton kernel.
+# Render on the CPU:
 #   tar -xJf e2e-s4.tar.xz && python3 bench/e2e.py report e2e/e2e-speed-reject*.json --out results/e2e --name e2e-h200-session4-reject
 set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,22p' "$0"; exit 0; fi
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 budget=${BUDGET_S:-540}
-reserve=20 # packing + margin before the call's limit
+reserve=30 # packing, saving the JIT caches, margin before the call's limit
 work=${E2E_S4_WORK:-/tmp/e2e-s4}
 models=${E2E_MODELS_DIR:-/tmp/e2e-models}
 out=${OUT:-$work/out}
@@ -82,7 +86,12 @@ speed() {
     --deadline-s $(($(left) - reserve)) --name "$name" || log "$name: exit $?"
 }
 
-trap pack EXIT
+save_caches() {
+  if [[ ${E2E_S4_SAVE_CACHES:-1} == 1 ]]; then
+    python3 tools/gpuhost/host.py save-caches "$out/host-caches.tar.gz" || true
+  fi
+}
+trap 'pack; save_caches' EXIT
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
 for step in "${steps[@]}"; do
   case $step in

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -169,6 +170,7 @@ def test_host_stage_over_calls_then_unpack(tmp_path: Path, inputs: dict) -> None
     assert not list(site.rglob("tool")), "wheel scripts are skipped"
     assert (root / "project/tools/e2e/make_models.py").is_file()
     assert (site / ".boot/sitecustomize.py").is_file()
+    assert list((site / "vllm").rglob("__pycache__/*.pyc")), "bytecode compiled at unpack"
     text = env.read_text()
     assert "VLLM_USE_FLASHINFER_SAMPLER" in text and str(site / ".boot") in text
     # The environment works: the site's packages import through sitecustomize.
@@ -265,3 +267,33 @@ def test_auto_chunk_size_is_the_fewest_balanced_chunks() -> None:
     )
     with pytest.raises(bundle.BundleError, match="no room"):
         bundle.auto_chunk_bytes(10 * mib, 62 * mib, 64 * mib)
+
+
+def test_host_caches_round_trip_and_refuse_foreign_paths(tmp_path: Path) -> None:
+    run_home, fresh_home = tmp_path / "run", tmp_path / "fresh"
+    kernel = run_home / ".triton/cache/ab12/kernel.cubin"
+    kernel.parent.mkdir(parents=True)
+    payload = os.urandom(4096)
+    kernel.write_bytes(payload)
+    (run_home / ".ssh").mkdir()
+    (run_home / ".ssh/id").write_text("never packed")
+    archive = tmp_path / "out/host-caches.tar.gz"
+    assert host.save_caches(archive, home=run_home, log=lambda *a: None)
+    assert host.load_caches(archive, home=fresh_home, log=lambda *a: None) >= 1
+    assert (fresh_home / ".triton/cache/ab12/kernel.cubin").read_bytes() == payload
+    assert not (fresh_home / ".ssh").exists(), "only HOST_CACHE_DIRS travel"
+    # over the size limit: nothing is written, the run goes on
+    big = tmp_path / "out/big.tar.gz"
+    assert not host.save_caches(big, home=run_home, limit_mib=0, log=lambda *a: None)
+    assert not big.exists() and not big.with_name(big.name + ".tmp").exists()
+    # nothing to save
+    assert not host.save_caches(big, home=tmp_path / "empty", log=lambda *a: None)
+    # an archive with a path outside the cache dirs is refused before anything is written
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        tar.add(run_home / ".ssh/id", arcname=".bashrc")
+    with pytest.raises(host.HostError, match="outside"):
+        host.load_caches(evil, home=fresh_home, log=lambda *a: None)
+    assert not (fresh_home / ".bashrc").exists()
+    with pytest.raises(host.HostError, match="not found"):
+        host.load_caches(tmp_path / "missing.tar.gz", home=fresh_home, log=lambda *a: None)

@@ -4,12 +4,22 @@
     python3 tools/gpuhost/host.py unpack           # verify every chunk, unpack into the site dir
     source /tmp/gdn-host/env.sh                    # then `import vllm` works
     python3 tools/gpuhost/host.py env              # print the environment again
+    python3 tools/gpuhost/host.py save-caches F    # pack the JIT caches a run left (Triton, ...)
+    python3 tools/gpuhost/host.py load-caches F    # restore them on a fresh host before a run
 
 Chunks arrive over several device calls (one chunk per call, see the bundle's PLAN.md); `stage`
 copies each into ROOT/parts (default ROOT=/tmp/gdn-host, which survives between back-to-back
 calls while the host stays up). `unpack` refuses while a chunk is missing or damaged and names
 the call that carries it; a component already unpacked with the same checksum is skipped, so a
-repeated `unpack` costs nothing.
+repeated `unpack` costs nothing. After unpacking, the site's bytecode is compiled on every core
+(a fresh host otherwise compiles it in the first engine's import, single-threaded: ~55 s of the
+first engine's ~210 s start in session 6).
+
+A fresh host also re-compiles every Triton kernel (~90 s of the first engine's start).
+`save-caches` packs the caches a run left (HOST_CACHE_DIRS under $HOME, at most
+CACHE_LIMIT_MIB compressed) into one file that the device tool returns; carried back to the next
+fresh host, `load-caches` restores it. A stale cache only costs a recompile: Triton keys every
+entry by its source, compiler version and GPU.
 """
 
 from __future__ import annotations
@@ -36,7 +46,16 @@ HOST_ENV = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "PYTHONUNBUFFERED": "1",
+    # autotuning results on disk too, so that save-caches keeps them
+    "TRITON_CACHE_AUTOTUNING": "1",
 }
+
+
+# JIT caches under $HOME that a run fills and a fresh host lacks (Triton's kernels and, with
+# TRITON_CACHE_AUTOTUNING=1, its autotuning results; vLLM's and flashinfer's own caches).
+HOST_CACHE_DIRS = (".triton/cache", ".cache/vllm", ".cache/flashinfer")
+# compressed; the archive rides along with one bundle chunk (44 MiB) + the work tree in a 64 MiB carry
+CACHE_LIMIT_MIB = 12
 
 
 class HostError(RuntimeError):
@@ -139,12 +158,14 @@ def verify(manifest: dict, parts: Path) -> None:
             raise HostError(f"{parts / chunk['name']} is damaged: send call {chunk['call']} again")
 
 
-def unpack(root: Path = DEFAULT_ROOT, log=print) -> Path:
-    """Verify the staged chunks and unpack every component; returns the env file."""
+def unpack(root: Path = DEFAULT_ROOT, log=print, compile_pyc: bool = True) -> Path:
+    """Verify the staged chunks, unpack every component and compile the site's bytecode (once per
+    root); returns the env file."""
     parts = root / "parts"
     manifest = load_manifest(parts / "MANIFEST.json")
     verify(manifest, parts)
     site = root / "site"
+    unpacked = False
     for comp in manifest["components"]:
         dest = site if comp["name"] in SITE_COMPONENTS else root / comp["name"]
         marker = root / f".unpacked-{comp['name']}-{comp['sha256'][:16]}"
@@ -161,8 +182,69 @@ def unpack(root: Path = DEFAULT_ROOT, log=print) -> Path:
         with tarfile.open(fileobj=component_reader(manifest, parts, comp), mode="r|xz") as tar:
             tar.extractall(dest, filter="data")
         marker.touch()
+        unpacked = True
         log(f"{comp['name']}: {comp['files']} files -> {dest}")
+    marker = root / ".bytecode"
+    if compile_pyc and (unpacked or not marker.exists()):
+        compile_bytecode(site, log)
+        marker.touch()
     return write_env(root)
+
+
+def compile_bytecode(site: Path, log=print) -> bool:
+    """Compile the site's .py files on every core (errors in a few test/vendored files are
+    expected and ignored). Returns compileall's verdict."""
+    import compileall
+
+    ok = compileall.compile_dir(str(site), quiet=2, workers=os.cpu_count() or 1)
+    log(f"bytecode: compiled {site} on {os.cpu_count()} cores")
+    return bool(ok)
+
+
+def save_caches(
+    dest: Path, home: Path | None = None, limit_mib: int = CACHE_LIMIT_MIB, log=print
+) -> bool:
+    """Pack the existing HOST_CACHE_DIRS under home into dest (tar.gz: fast to write on the host). Returns False, and
+    writes nothing, when there is nothing to pack or the archive exceeds limit_mib."""
+    home = home or Path.home()
+    present = [d for d in HOST_CACHE_DIRS if (home / d).is_dir()]
+    if not present:
+        log(f"save-caches: none of {', '.join(HOST_CACHE_DIRS)} under {home}")
+        return False
+    tmp = dest.with_name(dest.name + ".tmp")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(tmp, "w:gz") as tar:
+        for d in present:
+            tar.add(home / d, arcname=d)
+    size = tmp.stat().st_size
+    if size > limit_mib << 20:
+        tmp.unlink()
+        log(f"save-caches: {size >> 20} MiB is over the {limit_mib} MiB limit; nothing saved")
+        return False
+    os.replace(tmp, dest)
+    log(f"save-caches: {', '.join(present)} -> {dest} ({size / 2**20:.1f} MiB)")
+    return True
+
+
+def load_caches(src: Path, home: Path | None = None, log=print) -> int:
+    """Unpack a save-caches archive into home. Members outside HOST_CACHE_DIRS are refused."""
+    home = home or Path.home()
+    if not src.is_file():
+        raise HostError(
+            f"{src} not found: carry the file that save-caches wrote (or skip this step)"
+        )
+    with tarfile.open(src, "r:gz") as tar:
+        members = tar.getmembers()
+        bad = [
+            m.name
+            for m in members
+            if not any(m.name == d or m.name.startswith(d + "/") for d in HOST_CACHE_DIRS)
+        ]
+        if bad:
+            raise HostError(f"{src} holds paths outside {HOST_CACHE_DIRS}: {bad[:3]}")
+        tar.extractall(home, members=members, filter="data")
+    log(f"load-caches: {len(members)} entries from {src} -> {home}")
+    return len(members)
 
 
 def env_lines(root: Path = DEFAULT_ROOT) -> list[str]:
@@ -204,16 +286,27 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_stage = sub.add_parser("stage", help="copy a carried bundle folder's chunks to ROOT/parts")
     p_stage.add_argument("src", type=Path)
-    sub.add_parser("unpack", help="verify all chunks and unpack into ROOT/site")
+    p_unpack = sub.add_parser("unpack", help="verify all chunks and unpack into ROOT/site")
+    p_unpack.add_argument(
+        "--no-bytecode", action="store_true", help="skip compiling the site's .py files"
+    )
     sub.add_parser("env", help="print the environment (source ROOT/env.sh)")
+    p_save = sub.add_parser("save-caches", help="pack the JIT caches under $HOME into FILE")
+    p_save.add_argument("file", type=Path)
+    p_load = sub.add_parser("load-caches", help="restore a save-caches FILE into $HOME")
+    p_load.add_argument("file", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.cmd == "stage":
             stage(args.src, args.root)
         elif args.cmd == "unpack":
-            env = unpack(args.root)
+            env = unpack(args.root, compile_pyc=not args.no_bytecode)
             print(f"environment: source {env}")
             print("\n".join(env_lines(args.root)))
+        elif args.cmd == "save-caches":
+            save_caches(args.file)  # nothing to save is not an error: the run goes on
+        elif args.cmd == "load-caches":
+            load_caches(args.file)
         else:
             print("\n".join(env_lines(args.root)))
     except HostError as exc:
