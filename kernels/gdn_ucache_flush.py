@@ -72,8 +72,8 @@ Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
 
 Instructions: mma.sync, ld/st.global (16-byte vectors), cp.async, shfl, exit; no
 wgmma/tcgen05/TMA, so the same code compiles for sm_90a and sm_100a. Tested on: SM90 (H200:
-conformance and benchmark, 2026-12-02, results/kernel/). SM100 (B200) is compile-checked only (CI
-builds sm_100a).
+conformance 2026-12-03, results/kernel/k5; timed against flashinfer 2026-12-04,
+results/kernel/k7). SM100 (B200) is compile-checked only (CI builds sm_100a).
 """
 
 import os
