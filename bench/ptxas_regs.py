@@ -1,0 +1,159 @@
+"""Registers and spills of our kernel under each launch bound, and of flashinfer's, on the CPU.
+
+CuTe-DSL compiles to sm_90a PTX without a GPU; a CUDA >= 12.9 `ptxas -v` (PTX 8.8) then reports
+what each launch configuration costs in registers and spills. Launch bounds (`mbp`, min CTAs per
+SM) are added to the PTX as `.minnctapersm N`, as the kernel's own launch does on a GPU. The
+register count sets the CTAs per SM (65536 registers / (128 threads x registers)).
+
+    python bench/ptxas_regs.py --late 0 1 3 --mbp 0 5 6 7 [--flashinfer] --out results/kernel/ptxas
+
+No GPU needed. `--ptxas PATH` (default: `ptxas` on PATH, then /usr/local/cuda/bin/ptxas).
+flashinfer's file comes from .gpu/fi (scripts/gpu-bundle.sh), compiled in the benchmarks' compact
+mode at B=256 with its own launch bound (tools/e2e/fi_static_compile.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REGS_PER_SM, THREADS = 65536, 128
+MAX_CTAS_PER_SM = 32
+
+
+def find_ptxas(explicit: str | None) -> str:
+    for cand in (explicit, shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas"):
+        if cand and Path(cand).is_file():
+            return cand
+    raise SystemExit("no ptxas: pass --ptxas PATH (CUDA >= 12.9 reads CuTe-DSL 4.8's PTX 8.8)")
+
+
+def ours_ptx(late: int, T: int, HV: int, dump: Path) -> Path:
+    """Compile our kernel (BV=128, serving dtypes) in a subprocess and return its PTX."""
+    dump.mkdir(parents=True, exist_ok=True)
+    env = dict(
+        os.environ,
+        CUTE_DSL_ARCH="sm_90a",
+        CUTE_DSL_KEEP="ptx",
+        CUTE_DSL_DUMP_DIR=str(dump),
+        GDN_UCACHE_LATE=str(late),
+    )
+    variant = json.dumps([[T, 16, HV, 128, "bf16", "fp16", "fp16", 0]])
+    subprocess.run(
+        [sys.executable, str(ROOT / "tests/kernels/_compile_variants.py"), variant],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    (ptx,) = dump.glob("*.ptx")
+    return ptx
+
+
+def fi_ptx(dump: Path) -> Path:
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a")
+    subprocess.run(
+        [sys.executable, "-m", "tools.e2e.fi_static_compile", "--batches", "256", "--compact"]
+        + ["--dump", str(dump)],
+        env=env,
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+    )
+    (ptx,) = dump.glob("*.ptx")
+    return ptx
+
+
+def with_bound(ptx_text: str, mbp: int) -> str:
+    if mbp <= 0 or ".minnctapersm" in ptx_text:
+        return ptx_text
+    text, n = re.subn(
+        r"^(\.reqntid 128, 1, 1)$", rf"\1\n.minnctapersm {mbp}", ptx_text, count=1, flags=re.M
+    )
+    if n != 1:
+        raise ValueError("no `.reqntid 128, 1, 1` line to put the launch bound after")
+    return text
+
+
+def ptxas_info(ptxas: str, ptx_text: str, work: Path) -> dict[str, int]:
+    src, out = work / "k.ptx", work / "k.cubin"
+    src.write_text(ptx_text)
+    res = subprocess.run(
+        [ptxas, "-arch=sm_90a", "-v", "-O3", str(src), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    log = res.stdout + res.stderr
+    regs = int(re.search(r"Used (\d+) registers", log).group(1))
+    spill_st = int(re.search(r"(\d+) bytes spill stores", log).group(1))
+    spill_ld = int(re.search(r"(\d+) bytes spill loads", log).group(1))
+    ctas = min(MAX_CTAS_PER_SM, REGS_PER_SM // (regs * THREADS))
+    return {
+        "registers": regs,
+        "spill_stores": spill_st,
+        "spill_loads": spill_ld,
+        "ctas_by_regs": ctas,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--late", nargs="+", type=int, default=[0, 1, 3])
+    ap.add_argument("--mbp", nargs="+", type=int, default=[0, 5, 6, 7])
+    ap.add_argument("--T", type=int, default=4)
+    ap.add_argument("--hv", type=int, default=32)
+    ap.add_argument("--flashinfer", action="store_true", help="also flashinfer's kernel (B=256)")
+    ap.add_argument("--ptxas", default=None)
+    ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
+    args = ap.parse_args(argv)
+    ptxas = find_ptxas(args.ptxas)
+    version = subprocess.run([ptxas, "--version"], capture_output=True, text=True).stdout
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for late in args.late:
+            text = ours_ptx(late, args.T, args.hv, work / f"late{late}").read_text()
+            for mbp in args.mbp:
+                rows.append({"kernel": "ours", "late": late, "mbp": mbp}
+                            | ptxas_info(ptxas, with_bound(text, mbp), work))  # fmt: skip
+                print(json.dumps(rows[-1]), flush=True)
+        if args.flashinfer:
+            text = fi_ptx(work / "fi").read_text()
+            bound = re.search(r"^\.minnctapersm (\d+)$", text, re.M)
+            rows.append({"kernel": "flashinfer (compact, B=256)", "late": None,
+                         "mbp": int(bound.group(1)) if bound else 0}
+                        | ptxas_info(ptxas, text, work))  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+    if args.out:
+        meta = {"argv": sys.argv, "ptxas": version.strip().splitlines()[-1], "T": args.T}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        lines = [
+            f"# ptxas -v of the kernels (sm_90a, T={args.T}, HV={args.hv}, BV=128, serving dtypes)",
+            "",
+            f"Command: `python {' '.join(sys.argv)}` ({meta['ptxas']})",
+            "",
+            "| kernel | late tiles | launch bound (CTAs/SM) | registers | spill stores / loads (B) "
+            "| CTAs/SM by registers |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            late = "-" if r["late"] is None else r["late"]
+            lines.append(
+                f"| {r['kernel']} | {late} | {r['mbp'] or 'none'} | {r['registers']} | "
+                f"{r['spill_stores']} / {r['spill_loads']} | {r['ctas_by_regs']} |"
+            )
+        args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
