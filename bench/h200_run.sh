@@ -13,10 +13,11 @@
 #                                  # (suite + own cases, serving + bf16), then next vs the shipped v4
 #                                  # vs flashinfer on the grid with launch-config candidates, both
 #                                  # arms, and a short ncu of next; one archive kernel-k4.tar.gz
-#   bash bench/h200_run.sh k6      # <= 300 s (session 5): the shipped kernel's final: conformance
+#   bash bench/h200_run.sh k6      # <= 300 s (sessions 5-6): the shipped kernel's final: conformance
 #                                  # (suite + every launch-config candidate + own cases, both arms),
 #                                  # bench/bench_ucache.py (ours vs flashinfer vs the Triton baseline
-#                                  # vs the floor, whole grid, both arms) and a short nosplit sweep;
+#                                  # vs the floor, whole grid, both arms), a short knock-out sweep
+#                                  # (K6_KNOCKOUTS) and launch candidates vs the table (K6_CANDIDATES);
 #                                  # one archive kernel-k6.tar.gz. Runs after `source .gpu/env.sh`
 #                                  # or in the e2e host bundle's environment (/tmp/gdn-host/env.sh)
 #   bash bench/h200_run.sh k7      # <= 120 s (session 6): the shipped kernel vs another version
@@ -170,11 +171,20 @@ k6)
   done
   # what the hi/lo split costs now (nosplit: flashinfer-level precision), verify and 20 %, and
   # where the verify time goes (knock-outs, wrong results on purpose: no epilogue / no fold code)
+  # shellcheck disable=SC2086 # the variant lists are word lists
   timeout 45 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 128 32 \
     --flush 0 20 --budget-s 36 --json "$out/nosplit-k6.json" --backends flashinfer \
-    --modules v5=kernels/gdn_ucache_flush.py \
-    --variants v5:base v5:base+nosplit v5:base+no_fold v5:base+no_epi 2>&1 |
+    --modules ours=kernels/gdn_ucache_flush.py \
+    --variants ${K6_KNOCKOUTS:-ours:base ours:base+nosplit ours:base+no_fold ours:base+no_epi} 2>&1 |
     tee "$out/nosplit-k6.log" | grep -v '^# v' || true
+  # launch-config candidates of the shipped file next to its table's choice (each one passed
+  # conformance above: the "candidate" parts)
+  # shellcheck disable=SC2086
+  timeout 55 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 8 \
+    --flush 0 20 100 --budget-s 45 --json "$out/candidates-k6.json" --backends flashinfer \
+    --modules ours=kernels/gdn_ucache_flush.py \
+    --variants ${K6_CANDIDATES:-ours:base ours:bv128+late3+mbp0 ours:bv128+late3+mbp5 ours:bv128+late1+mbp6} 2>&1 |
+    tee "$out/candidates-k6.log" | grep -v '^# v' | tail -n 40 || true
   echo "# h200_run k6: $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k6.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;

@@ -2044,8 +2044,9 @@ def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
 # flashinfer over 0 / 20 / 100 % flush). Each entry is a '+'-joined knob string as in
 # bench/knockout.py (bv = rows per CTA, mbp = launch bounds in CTAs/SM, late = state tiles loaded
 # at the projection, persist = persistent CTAs per SM, pf = prefetch level); only configurations
-# that passed conformance on the H200 in the serving and bf16 arms are listed. late3+mbp5 keeps
-# the 90-register build spill-free at 5 CTAs/SM; late1+mbp6 trades 64 bytes of spill for 6.
+# that passed conformance on the H200 in the serving and bf16 arms are listed. late3 alone
+# compiles to 80 registers; its launch bound of 5 lets ptxas use 96, spill-free (5 CTAs/SM);
+# late1+mbp6 trades 64 bytes of spill for 6 (bench/ptxas_regs.py, results/kernel/ptxas).
 _TUNED_T4: dict[int, dict[int, str]] = {
     32: {
         1: "bv32",
