@@ -140,6 +140,20 @@ class Point:
         return fn(self.A_log, self.a, self.dt_bias, **self.args)
 
 
+class _NoArgs:
+    """A `Point` stand-in for a kernel without inputs."""
+
+    def call(self, fn: Any) -> Any:
+        return fn()
+
+
+def launch_floor_us(scrub: torch.Tensor | None, reps: int) -> float:
+    """The same timing of a graph holding one 1-element kernel: what any single-kernel call costs
+    in this measurement before it moves a byte (the B=1 target is read against it)."""
+    x = torch.zeros(1, device="cuda")
+    return time_graph(lambda: x.add_(1.0), _NoArgs(), scrub, reps)  # type: ignore[arg-type]
+
+
 def time_graph(fn: Any, point: Point, scrub: torch.Tensor | None, reps: int) -> float:
     """Median microseconds of one graph replay of `fn` on a cold L2 (warm if scrub is None)."""
     for _ in range(2):
@@ -230,6 +244,7 @@ def write_outputs(args: argparse.Namespace, results: list[dict[str, Any]], wall:
         p_verify=P_VERIFY,
         p_flush=P_FLUSH,
         hbm_bytes_per_s=HBM_BYTES_PER_S,
+        launch_floor_us=getattr(args, "launch_floor_us", None),
         env={k: v for k, v in os.environ.items() if k.startswith(("GDN_", "CUTE_DSL_ARCH"))},
     )
     (args.out / f"{args.tag}.json").write_text(
@@ -242,6 +257,8 @@ def write_outputs(args: argparse.Namespace, results: list[dict[str, Any]], wall:
         f"Command: `{cmd}`",
         "",
         "Times in us (median of replays); x = time / HBM floor; ours/fi = ours / flashinfer.",
+        f"Launch floor (a graph of one 1-element kernel, same timing): "
+        f"{meta['launch_floor_us'] or float('nan'):.2f} us.",
         "",
     ]
     names = sorted({n for r in results for n in r["us"]})
@@ -305,6 +322,8 @@ def main() -> int:
     scrub = None if args.warm else torch.ones((256 << 20) // 4, device="cuda")
     results: list[dict[str, Any]] = []
     t_start = time.time()
+    args.launch_floor_us = launch_floor_us(scrub, args.reps)
+    print(f"# launch floor (one 1-element kernel, same timing): {args.launch_floor_us:.2f} us")
     hdr = f"{'arm':8s} {'HV':>3s} {'B':>4s} {'fl%':>4s} {'floor':>7s}"
     for arm in args.arms:
         handles = load_backends(arm, args.backends, parse_extra(args.extra))

@@ -27,7 +27,10 @@ def test_report_counts_wins_and_names_the_slow_point(tmp_path: Path) -> None:
     paths = []
     for arm, slow in (("serving", (48, 256, 0)), ("bf16", (64, 32, 20))):
         p = tmp_path / f"{arm}.json"
-        p.write_text(json.dumps(dict(meta=dict(command=f"bench {arm}"), results=_rows(arm, slow))))
+        meta = dict(command=f"bench {arm}")
+        if arm == "serving":
+            meta["launch_floor_us"] = 3.25  # older files (bf16 here) have none
+        p.write_text(json.dumps(dict(meta=meta, results=_rows(arm, slow))))
         paths.append(str(p))
     out = tmp_path / "t.md"
     assert main([*paths, "--out", str(out)]) == 0
@@ -37,3 +40,6 @@ def test_report_counts_wins_and_names_the_slow_point(tmp_path: Path) -> None:
     assert "| serving | 256 | 0 | 0." in text  # the range over HV includes the slow point
     assert "| serving | 1 | 100 | **" in text  # every HV faster: bold
     assert "B = 1, serving:" in text and "bench serving" in text
+    assert "a one-kernel graph takes 3.25 us" in text
+    bf16_b1 = next(line for line in text.splitlines() if "B = 1, bf16" in line)
+    assert "one-kernel" not in bf16_b1
