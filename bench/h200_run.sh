@@ -9,8 +9,9 @@
 #   bash bench/h200_run.sh k3      # <= 200 s (session 3): Nsight Compute of ours vs flashinfer, the
 #                                  # conformance suite without the hi/lo split, and the timing of
 #                                  # nosplit / a fold-free (verify-only) build next to flashinfer
-#   bash bench/h200_run.sh k4      # <= 300 s (session 4): conformance of kernels/gdn_ucache_flush_next.py
-#                                  # (suite + own cases, serving + bf16), then next vs the shipped v4
+#   bash bench/h200_run.sh k4      # <= 300 s (sessions 4, 7): conformance of kernels/gdn_ucache_flush_next.py
+#                                  # (suite + own cases, serving + bf16), then next vs the shipped file
+#                                  # (label K4_SHIPPED_NAME, default v5b)
 #                                  # vs flashinfer on the grid with launch-config candidates, both
 #                                  # arms, and a short ncu of next; one archive kernel-k4.tar.gz
 #   bash bench/h200_run.sh k6      # <= 300 s (sessions 5-6): the shipped kernel's final: conformance
@@ -95,11 +96,13 @@ k4)
   unset GDN_UCACHE_OURS_MODULE
   # timing, cold L2, graph replay: flashinfer, the shipped v4 (its table) and next's candidates
   NX=next=$NEXTF
-  V4S=v4=kernels/gdn_ucache_flush.py
+  SHIP=${K4_SHIPPED_NAME:-v5b}  # the label of the shipped file (v4 in session 4)
+  V4S=$SHIP=kernels/gdn_ucache_flush.py
   # optional: an earlier state of the next kernel (git show REV:kernels/... > .gpu/k4/prev.py)
   mods=("$V4S" "$NX")
-  vars=(v4:base next:base next:bv128 next:bv128+late1+mbp7 next:bv128+late3+mbp6
-    next:bv128+late1+mbp6 next:bv128+late3+mbp5 next:bv32)
+  vars=("$SHIP:base" next:base next:bv128 next:bv128+late1+mbp7 next:bv128+late3+mbp6
+    next:bv128+late1+mbp6 next:bv128+late3+mbp5 next:bv128+late3+mbp0 next:bv128+late1+mbp0
+    next:bv32)
   if [[ -f .gpu/k4/prev.py ]]; then mods+=(prev=.gpu/k4/prev.py); vars=(prev:base "${vars[@]}"); fi
   timeout 100 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 48 --batch 256 128 32 8 1 \
     --flush 0 20 100 --budget-s 70 --json "$out/sweep-k4-serving.json" --backends flashinfer \
@@ -107,8 +110,8 @@ k4)
     grep -v '^# v' || true
   timeout 60 python3 bench/knockout.py --reps 8 --arm bf16 --hv 32 64 48 --batch 256 128 32 8 1 \
     --flush 0 20 100 --budget-s 50 --json "$out/sweep-k4-bf16.json" --backends flashinfer \
-    --modules "$V4S" "$NX" --variants v4:base next:base next:bv128+late3+mbp5 \
-    next:bv128+late1+mbp6 2>&1 |
+    --modules "$V4S" "$NX" --variants "$SHIP:base" next:base next:bv128+late3+mbp5 \
+    next:bv128+late1+mbp6 next:bv128+late1+mbp7 2>&1 |
     tee "$out/sweep-k4-bf16.log" | grep -v '^# v' || true
   # where next's time goes now (knock-outs: results wrong on purpose), B=256 and 32, HV=32
   timeout 30 python3 bench/knockout.py --reps 8 --arm serving --hv 32 --batch 256 32 --flush 0 100 \

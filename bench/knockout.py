@@ -66,6 +66,7 @@ CANDIDATES = (
     "bv128+late3+mbp5",
     "bv128+late1+mbp6",
     "bv128+late3+mbp0",  # no launch bound: 80 registers, no spills, 6 CTAs/SM (ptxas_regs.py)
+    "bv128+late1+mbp0",  # next (v6): 89 registers, no spills, 5 CTAs/SM
     "bv64+mbp7",
     "bv32",
     "bv16",

@@ -36,8 +36,9 @@ def find_ptxas(explicit: str | None) -> str:
     raise SystemExit("no ptxas: pass --ptxas PATH (CUDA >= 12.9 reads CuTe-DSL 4.8's PTX 8.8)")
 
 
-def ours_ptx(late: int, T: int, HV: int, dump: Path) -> Path:
-    """Compile our kernel (BV=128, serving dtypes) in a subprocess and return its PTX."""
+def ours_ptx(late: int, T: int, HV: int, dump: Path, kernel: Path | None = None) -> Path:
+    """Compile our kernel file (default: the shipped one; BV=128, serving dtypes) in a subprocess
+    and return its PTX."""
     dump.mkdir(parents=True, exist_ok=True)
     env = dict(
         os.environ,
@@ -45,6 +46,7 @@ def ours_ptx(late: int, T: int, HV: int, dump: Path) -> Path:
         CUTE_DSL_KEEP="ptx",
         CUTE_DSL_DUMP_DIR=str(dump),
         GDN_UCACHE_LATE=str(late),
+        GDN_UCACHE_KERNEL_FILE=str(kernel or ROOT / "kernels/gdn_ucache_flush.py"),
     )
     variant = json.dumps([[T, 16, HV, 128, "bf16", "fp16", "fp16", 0]])
     subprocess.run(
@@ -110,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mbp", nargs="+", type=int, default=[0, 5, 6, 7])
     ap.add_argument("--T", type=int, default=4)
     ap.add_argument("--hv", type=int, default=32)
+    ap.add_argument("--kernel", type=Path, default=ROOT / "kernels/gdn_ucache_flush.py")
     ap.add_argument("--flashinfer", action="store_true", help="also flashinfer's kernel (B=256)")
     ap.add_argument("--ptxas", default=None)
     ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
@@ -120,9 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for late in args.late:
-            text = ours_ptx(late, args.T, args.hv, work / f"late{late}").read_text()
+            text = ours_ptx(late, args.T, args.hv, work / f"late{late}", args.kernel).read_text()
             for mbp in args.mbp:
-                rows.append({"kernel": "ours", "late": late, "mbp": mbp}
+                rows.append({"kernel": args.kernel.name, "late": late, "mbp": mbp}
                             | ptxas_info(ptxas, with_bound(text, mbp), work))  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
         if args.flashinfer:
