@@ -177,7 +177,7 @@ def _measure(llm, job: dict, cfg: dict, result: dict, write) -> None:
             llm.generate(batch_inputs, warm, use_tqdm=False)
             samples = []
             before = _metrics(llm)
-            for _ in range(job.get("repeats", 3)):
+            for _ in range(job.get("repeats", 5)):
                 t0 = time.perf_counter()
                 llm.generate(batch_inputs, one, use_tqdm=False)
                 t_prefill = time.perf_counter() - t0

@@ -54,7 +54,8 @@ HOST_ENV = {
 # JIT caches under $HOME that a run fills and a fresh host lacks (Triton's kernels and, with
 # TRITON_CACHE_AUTOTUNING=1, its autotuning results; vLLM's and flashinfer's own caches).
 HOST_CACHE_DIRS = (".triton/cache", ".cache/vllm", ".cache/flashinfer")
-# compressed; the archive rides along with one bundle chunk (44 MiB) + the work tree in a 64 MiB carry
+# compressed MiB: the archive rides along with one bundle chunk (44 MiB) and the work tree in
+# one 64 MiB carry
 CACHE_LIMIT_MIB = 12
 
 
@@ -204,8 +205,9 @@ def compile_bytecode(site: Path, log=print) -> bool:
 def save_caches(
     dest: Path, home: Path | None = None, limit_mib: int = CACHE_LIMIT_MIB, log=print
 ) -> bool:
-    """Pack the existing HOST_CACHE_DIRS under home into dest (tar.gz: fast to write on the host). Returns False, and
-    writes nothing, when there is nothing to pack or the archive exceeds limit_mib."""
+    """Pack the existing HOST_CACHE_DIRS under home into dest (tar.gz: fast to write on the
+    host). Returns False, and writes nothing, when there is nothing to pack or the archive
+    exceeds limit_mib."""
     home = home or Path.home()
     present = [d for d in HOST_CACHE_DIRS if (home / d).is_dir()]
     if not present:
