@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import types
 from pathlib import Path
 
@@ -128,8 +129,12 @@ def test_gpu_script_help_shellcheck_and_skips_without_budget(tmp_path: Path) -> 
     shellcheck = shutil.which("shellcheck")
     if shellcheck:
         subprocess.run([shellcheck, SCRIPT], check=True)
+    home = tmp_path / "home"  # the JIT caches the script saves on exit come from $HOME
+    (home / ".triton/cache/k").mkdir(parents=True)
+    (home / ".triton/cache/k/kernel.cubin").write_bytes(b"\x7fELF" + bytes(64))
     env = {
         **os.environ,
+        "HOME": str(home),
         "E2E_S4_WORK": str(tmp_path / "w"),
         "OUT": str(tmp_path / "out"),
         "E2E_MODELS_DIR": str(tmp_path / "m"),
@@ -141,6 +146,8 @@ def test_gpu_script_help_shellcheck_and_skips_without_budget(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("no time left") == 3
     assert (tmp_path / "out/e2e-s4.tar.xz").is_file()
+    with tarfile.open(tmp_path / "out/host-caches.tar.gz") as tar:
+        assert ".triton/cache/k/kernel.cubin" in tar.getnames()
     bad = subprocess.run(["bash", SCRIPT, "bogus"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "unknown step" in bad.stderr
 
@@ -160,6 +167,7 @@ def test_gpu_script_continues_only_missing_backends(tmp_path: Path) -> None:
     )
     env = {
         **os.environ,
+        "E2E_S4_SAVE_CACHES": "0",
         "E2E_S4_WORK": str(work),
         "OUT": str(tmp_path / "out"),
         "E2E_MODELS_DIR": str(tmp_path / "m"),
