@@ -66,7 +66,13 @@ k4)
     --backends ours --arms serving,bf16 --deadline-s 60 --jobs 8 --max-steps 300 \
     >"$out/suite-k4.log" 2>&1 &
   suite_pid=$!
-  pids=("$suite_pid")
+  # the epilogue without the lo halves of its fp32 operands (experiment knob of next): does #3's
+  # suite still pass at flashinfer-level rounding of R, M, C and SW?
+  GDN_UCACHE_SKIP=episplit setsid timeout 80 python3 tests/conformance/run_gpu_suite.py \
+    --out "$out/suite-k4-episplit" --backends ours --arms serving,bf16 --deadline-s 60 --jobs 4 \
+    --max-steps 300 >"$out/suite-k4-episplit.log" 2>&1 &
+  epi_pid=$!
+  pids=("$suite_pid" "$epi_pid")
   parts=("candidate and serving" "candidate and bf16"
     "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
     "compact_gqa or vllm_layout or persistent or forced_bv128_t8 or scalar_qk")
@@ -86,7 +92,9 @@ k4)
   fi
   for pid in "${pids[@]}"; do wait "$pid" || true; done
   kill -- -"$suite_pid" 2>/dev/null || true
+  kill -- -"$epi_pid" 2>/dev/null || true
   tail -3 "$out/suite-k4.log"
+  echo "== episplit knob:"; tail -2 "$out/suite-k4-episplit.log"
   for f in "$out"/conformance-*.log; do
     echo "== $(basename "$f"): $(grep -cE ' PASSED' "$f") passed, $(grep -cE ' FAILED| ERROR' "$f") failed"
     grep -E ' FAILED| ERROR' "$f" | sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' |
@@ -114,9 +122,10 @@ k4)
     next:bv128+late1+mbp6 next:bv128+late1+mbp7 2>&1 |
     tee "$out/sweep-k4-bf16.log" | grep -v '^# v' || true
   # where next's time goes now (knock-outs: results wrong on purpose), B=256 and 32, HV=32
-  timeout 30 python3 bench/knockout.py --reps 8 --arm serving --hv 32 --batch 256 32 --flush 0 100 \
-    --budget-s 24 --json "$out/knockout-k4.json" --modules "$NX" --variants next:base \
-    next:base+no_epi next:base+no_fold next:base+no_proj next:base+no_all 2>&1 |
+  timeout 45 python3 bench/knockout.py --reps 8 --arm serving --hv 32 --batch 256 32 --flush 0 100 \
+    --budget-s 36 --json "$out/knockout-k4.json" --modules "$NX" --variants next:base \
+    next:base+no_epi next:base+no_fold next:base+no_proj next:base+no_all next:base+noepisplit \
+    next:bv128+late1+mbp7 next:bv128+late1+mbp7+noepisplit 2>&1 |
     tee "$out/knockout-k4.log" || true
   echo "# h200_run k4 before ncu: $((SECONDS - t_all)) s"
   if ((SECONDS - t_all < ${K4_NCU_BEFORE_S:-240})); then

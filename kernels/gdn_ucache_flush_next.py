@@ -1699,6 +1699,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     # fp32 operand enters as a hi + lo pair; the solve MMAs use bf16 (fp32 range).
                     if cutlass.const_expr("epi" not in self.skip):
                         bf = torch.bfloat16
+                        # the lo halves of the fp32 operands (skip "episplit": hi only, one MMA
+                        # instead of two or three; an experiment: flashinfer-level rounding of
+                        # R, M, C and SW, so it must pass conformance before it may ship)
+                        lo_terms = "episplit" not in self.skip
                         r0_ = 2 * c4
                         r0c = cutlass.min(r0_, Int32(T - 1))
                         r1c = cutlass.min(r0_ + 1, Int32(T - 1))
@@ -1780,7 +1784,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         cutlass.select_(n_d < NX, eg_star * d_e, Float32(0.0))
                                     )
                                 hxc = mma16816(self.ring, ua, [b_sw[nt][0][0], b_sw[nt][1][0]], hxc)
-                                hxc = mma16816(self.ring, ua, [b_sw[nt][0][1], b_sw[nt][1][1]], hxc)
+                                if cutlass.const_expr(lo_terms):
+                                    hxc = mma16816(
+                                        self.ring, ua, [b_sw[nt][0][1], b_sw[nt][1][1]], hxc
+                                    )
                                 acc.append(hxc)
                             # residuals (k columns) and e^{gamma} HX_q (q columns) of n-tile 0
                             res = []
@@ -1794,8 +1801,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 cq.append(cutlass.select_(q_side, egs * acc[0][e], Float32(0.0)))
                             ra = [split2(res[0], res[1], bf), split2(res[2], res[3], bf)]
                             dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[0], zero], cq)
-                            dd = mma16816(bf, [ra[0][1], ra[1][1], zero, zero], [b_m[0], zero], dd)
-                            dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[1], zero], dd)
+                            if cutlass.const_expr(lo_terms):
+                                dd = mma16816(
+                                    bf, [ra[0][1], ra[1][1], zero, zero], [b_m[0], zero], dd
+                                )
+                                dd = mma16816(
+                                    bf, [ra[0][0], ra[1][0], zero, zero], [b_m[1], zero], dd
+                                )
                             # U (k columns only) as the A operand of the output MMA
                             uu = [
                                 cutlass.select_(cols[e % 2][0], dd[e], Float32(0.0))
@@ -1816,12 +1828,19 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 oo = mma16816(
                                     bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][0], zero], cin
                                 )
-                                oo = mma16816(
-                                    bf, [ua2[0][1], ua2[1][1], zero, zero], [b_c[nt][0], zero], oo
-                                )
-                                oo = mma16816(
-                                    bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][1], zero], oo
-                                )
+                                if cutlass.const_expr(lo_terms):
+                                    oo = mma16816(
+                                        bf,
+                                        [ua2[0][1], ua2[1][1], zero, zero],
+                                        [b_c[nt][0], zero],
+                                        oo,
+                                    )
+                                    oo = mma16816(
+                                        bf,
+                                        [ua2[0][0], ua2[1][0], zero, zero],
+                                        [b_c[nt][1], zero],
+                                        oo,
+                                    )
                                 fin.append(oo)
                             for nt in cutlass.range_constexpr(NXP // 8):
                                 for e in cutlass.range_constexpr(4):
