@@ -169,18 +169,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         return "bf16" if dt == torch.bfloat16 else "f16"
 
     # ---- register-level helpers (inline PTX; traced inside the kernel) ----------------------
-    def ldg_v4(ptr: Any) -> tuple:
+    def ldg_v4(ptr: Any, again: bool = False) -> tuple:
+        """16 bytes. again: data this thread already loaded once (an L2 hit); its own asm text
+        (.L1::no_allocate), so that the compiler cannot merge it with the first load and keep
+        that one's registers alive."""
+        hint = ".L1::no_allocate" if again else ""
         return cute.arch.inline_ptx(
-            "ld.global.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}];",
-            write_only_types=[Int32] * 4,
-            read_only_args=[ptr],
-        )
-
-    def ldg_v4_again(ptr: Any) -> tuple:
-        """ldg_v4 of data this thread already loaded once (an L2 hit): its own asm text, so that
-        the compiler cannot merge it with the first load and keep that one's registers alive."""
-        return cute.arch.inline_ptx(
-            "ld.global.L1::no_allocate.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}];",
+            f"ld.global{hint}.v4.b32 {{{{$w0}}, {{$w1}}, {{$w2}}, {{$w3}}}}, [{{$r0}}];",
             write_only_types=[Int32] * 4,
             read_only_args=[ptr],
         )
@@ -491,7 +486,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         """16-byte loads of this thread's A fragments of state tile warp + 4 ti (rows g4, g4 + 8;
         columns c4*8 + 32 i + 0..7). Warps without a tile (BV < 64) load a duplicate tile. With
         `live`, the loads are predicated on it (zeros otherwise); `again`: the fold's re-read of
-        a tile the projection already used (ldg_v4_again)."""
+        a tile the projection already used (ldg_v4's `again`)."""
         tile_ld = (warp + 4 * ti) % ntile
         sa_t = []
         for rr in range(2):
@@ -501,8 +496,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 if skip:
                     chunks.append((Int32(0),) * 4)
                 elif live is None:
-                    ld = ldg_v4_again if again else ldg_v4
-                    chunks.append(ld(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32)))
+                    chunks.append(ldg_v4(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32), again))
                 else:
                     chunks.append(
                         ldg_v4_if(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32), live)
