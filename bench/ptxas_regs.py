@@ -29,11 +29,17 @@ REGS_PER_SM, THREADS = 65536, 128
 MAX_CTAS_PER_SM = 32
 
 
+def ptxas_candidates(explicit: str | None = None) -> list[str]:
+    """Existing ptxas binaries in the order they are tried: explicit, PATH's, /usr/local/cuda's."""
+    cands = (explicit, shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas")
+    return [c for c in cands if c and Path(c).is_file()]
+
+
 def find_ptxas(explicit: str | None) -> str:
-    for cand in (explicit, shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas"):
-        if cand and Path(cand).is_file():
-            return cand
-    raise SystemExit("no ptxas: pass --ptxas PATH (CUDA >= 12.9 reads CuTe-DSL 4.8's PTX 8.8)")
+    ptxas = next(iter(ptxas_candidates(explicit)), None)
+    if ptxas is None:
+        raise SystemExit("no ptxas: pass --ptxas PATH (CUDA >= 12.9 reads CuTe-DSL 4.8's PTX 8.8)")
+    return ptxas
 
 
 def ours_ptx(late: int, T: int, HV: int, dump: Path, kernel: Path | None = None) -> Path:

@@ -4,7 +4,6 @@ registers, spills and CTAs per SM (skips without a CUDA >= 12.9 ptxas or CuTe-DS
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -25,11 +24,10 @@ def test_launch_bound_goes_after_reqntid_once() -> None:
 
 
 def _ptxas_reads_ptx_88() -> str | None:
-    for cand in (shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas"):
-        if cand and Path(cand).is_file():
-            out = subprocess.run([cand, "--version"], capture_output=True, text=True).stdout
-            if "release 12.9" in out or "release 13" in out or "cuda_13" in out:
-                return cand
+    for cand in ptxas_regs.ptxas_candidates():
+        out = subprocess.run([cand, "--version"], capture_output=True, text=True).stdout
+        if "release 12.9" in out or "release 13" in out or "cuda_13" in out:
+            return cand
     return None
 
 
