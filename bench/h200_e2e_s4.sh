@@ -8,7 +8,9 @@
 # command continues where the first stopped:
 #   models  geom-35b-{agree,reject} into /tmp/e2e-models (bench/e2e.py models)
 #   reject  speed sweep at the reject level: native, ucache_ours, ucache_flashinfer, replay_triton,
-#           B 1,8,32,128,256 (a re-run repeats only the backends without an ok result)
+#           B 1,8,32,128,256 (a re-run repeats only the backends without an ok result;
+#           E2E_S4_REJECT_BACKENDS overrides the list, e.g. native,ucache_flashinfer,replay_triton
+#           on a fresh host when ucache_ours was measured in an earlier call)
 #   agree   speed sweep at the agree level: native, ucache_ours (the shipped kernel), replay_triton
 #           (session 3 measured the agree level with an older kernel and without replay_triton)
 #   triton  replay_triton speed row at the agree level only (cut by the deadline in session 3)
@@ -25,7 +27,7 @@
 # Render on the CPU:
 #   tar -xJf e2e-s4.tar.xz && python3 bench/e2e.py report e2e/e2e-speed-reject*.json --out results/e2e --name e2e-h200-session4-reject
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,22p' "$0"; exit 0; fi
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,24p' "$0"; exit 0; fi
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 budget=${BUDGET_S:-540}
@@ -103,7 +105,10 @@ for step in "${steps[@]}"; do
         python3 bench/e2e.py models "$models" --models geom-35b || { log "models: exit $?"; exit 1; }
       fi
       ;;
-    reject) speed e2e-speed-reject geom-35b-reject native,ucache_ours,ucache_flashinfer,replay_triton ;;
+    reject)
+      speed e2e-speed-reject geom-35b-reject \
+        "${E2E_S4_REJECT_BACKENDS:-native,ucache_ours,ucache_flashinfer,replay_triton}"
+      ;;
     agree) speed e2e-speed-agree geom-35b-agree native,ucache_ours,replay_triton ;;
     triton) speed e2e-speed-agree-triton geom-35b-agree replay_triton ;;
     probe)

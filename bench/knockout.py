@@ -197,6 +197,9 @@ def report(
     out.mkdir(parents=True, exist_ok=True)
     meta = {
         "sources": [str(p) for p in paths],
+        # the report's own command line (bench/targets.py names each source file's command)
+        "command": " ".join(["python bench/knockout.py report", *map(str, paths)])
+        + f" --out {out} --tag {tag} --module {module} --ref {ref}",
         "chosen": {f"{h},{b}": c for (h, b), c in chosen.items()},
     }
     (out / f"{tag}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
