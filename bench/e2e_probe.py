@@ -13,6 +13,9 @@ instrumented, for each backend named:
   `CudagraphDispatcher.dispatch`) and `torch.cuda.CUDAGraph.replay` calls;
 - per-step GPU time of the target forward and the drafter (model runner V2 `step_timing`);
 - Python GC collections and their time;
+- per phase: wall seconds, the process's CPU seconds and the busiest threads' CPU seconds
+  (/proc/self/task; session 7's profile showed every host op ~1.5x slower in the flashinfer
+  engine with the same call counts, as if another thread competed for the GIL or the cores);
 - one torch.profiler window (top kernels by GPU time and ops by CPU time).
 
 A step replayed from a FULL graph never runs the Python wrapper, so "eager GDN calls" in the
@@ -68,6 +71,7 @@ class PhaseStats:
         self.replays = 0
         self.gc_count: Counter[int] = Counter()
         self.gc_s = 0.0
+        self.cpu: dict = {}  # thread_cpu_delta() of the phase, set when the phase ends
 
     def summary(self) -> dict:
         gpu_us = []
@@ -90,7 +94,49 @@ class PhaseStats:
             "graph_replays": self.replays,
             "gc_collections": {str(k): v for k, v in sorted(self.gc_count.items())},
             "gc_ms": round(self.gc_s * 1e3, 1),
+            **self.cpu,
         }
+
+
+def thread_cpu_snapshot() -> tuple[float, float, dict[int, tuple[str, float]]]:
+    """(wall, process CPU seconds, {tid: (thread name, CPU seconds)}) of this process, from
+    /proc/self/task/*/stat (utime + stime); threads of native libraries included. A thread that
+    ended within the phase counts in the process's CPU seconds only."""
+    import threading
+
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    # Python's thread names (the kernel's comm is "python" for them before 3.14)
+    py_names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    threads: dict[int, tuple[str, float]] = {}
+    for task in Path("/proc/self/task").glob("*"):
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended between listing and reading
+            continue
+        # "tid (comm) state ..." with comm possibly containing spaces/parentheses
+        name = py_names.get(int(task.name)) or stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        threads[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / tick)
+    times = os.times()
+    return time.perf_counter(), times.user + times.system, threads
+
+
+def thread_cpu_delta(before: tuple, after: tuple, top: int = 6) -> dict:
+    """Wall and CPU seconds between two snapshots; the `top` threads by CPU time (a thread
+    that started in between counts from zero)."""
+    wall = after[0] - before[0]
+    per_thread = []
+    for tid, (name, cpu) in after[2].items():
+        spent = cpu - before[2].get(tid, (name, 0.0))[1]
+        if spent > 0:
+            per_thread.append((round(spent, 3), name, tid))
+    per_thread.sort(reverse=True)
+    return {
+        "wall_s": round(wall, 3),
+        "cpu_s": round(after[1] - before[1], 3),
+        "cpu_per_wall": round((after[1] - before[1]) / wall, 2) if wall > 0 else None,
+        "threads_busy": [f"{name}[{tid}] {spent} s" for spent, name, tid in per_thread[:top]],
+    }
 
 
 def _median_us(values: list[float]) -> float | None:
@@ -99,10 +145,26 @@ def _median_us(values: list[float]) -> float | None:
 
 class Probe:
     def __init__(self) -> None:
-        self.phase = "import"
         self.phases: dict[str, PhaseStats] = {}
         self.installed: list[str] = []
         self._gc_start = 0.0
+        self._phase = "import"
+        self._cpu_at_start = thread_cpu_snapshot()
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    @phase.setter
+    def phase(self, name: str) -> None:
+        """Switching phase closes the CPU census of the phase that ends."""
+        self.end_phase()
+        self._phase = name
+
+    def end_phase(self) -> None:
+        now = thread_cpu_snapshot()
+        self.stats().cpu = thread_cpu_delta(self._cpu_at_start, now)
+        self._cpu_at_start = now
 
     def stats(self) -> PhaseStats:
         return self.phases.setdefault(self.phase, PhaseStats())
@@ -244,6 +306,15 @@ def _step_summary(samples: list) -> dict:
     }
 
 
+def steps_from_dispatch(dispatch: Counter[str]) -> dict:
+    """Target-model steps and FULL-graph steps of a phase from its CudaGraphManager.dispatch
+    counts (model runner V2 keys "ModelCudaGraphManager:MODE:TOKENS"); the drafter's
+    dispatches are not steps of their own."""
+    model = {k: v for k, v in dispatch.items() if k.startswith("ModelCudaGraphManager:")}
+    full = sum(v for k, v in model.items() if k.split(":")[1] == "FULL")
+    return {"steps_timed": sum(model.values()), "steps_full_graph": full}
+
+
 def _profile_tables(prof, rows: int = 25) -> dict:
     tables = {}
     averages = prof.key_averages()
@@ -326,7 +397,10 @@ def run_worker(job: dict, models_dir: Path, result_path: Path, opts: dict) -> in
             else:
                 llm.generate(batch_inputs, params(job["max_tokens"]), use_tqdm=False)
             t_full = time.perf_counter() - t0
+            probe.phase = f"after-{batch}"  # closes timed-B's CPU census
             steps = _step_summary(samples)
+            if not steps.get("steps_timed"):  # step_timing collected nothing (session 7)
+                steps = steps_from_dispatch(probe.phases[f"timed-{batch}"].dispatch)
             n_steps = steps.get("steps_timed") or 0
             points.append(
                 {
@@ -359,6 +433,7 @@ def run_worker(job: dict, models_dir: Path, result_path: Path, opts: dict) -> in
                     result["trace"] = trace.name
             except Exception as exc:  # noqa: BLE001
                 result["profile"] = {"error": f"{type(exc).__name__}: {exc}"[-1000:]}
+        probe.end_phase()
         result["phases"] = {k: v.summary() for k, v in probe.phases.items()}
         result["status"] = "ok"
     except BaseException as exc:  # noqa: BLE001 - every failure is a result
@@ -484,6 +559,15 @@ def markdown(results: list[dict]) -> str:
             lines.append("")
             disp = {k: v.get("dispatch") for k, v in phases.items() if k.startswith("timed-")}
             lines += ["dispatch (timed phases): `" + json.dumps(disp) + "`", ""]
+            census = [
+                f"- B={p['batch']}: wall {ph.get('wall_s')} s, process CPU {ph.get('cpu_s')} s "
+                f"({ph.get('cpu_per_wall')} per wall s); busiest threads: "
+                + ", ".join(ph.get("threads_busy") or ["-"])
+                for p in points
+                if (ph := phases.get(f"timed-{p['batch']}", {})).get("wall_s") is not None
+            ]
+            if census:
+                lines += ["CPU census (timed phases):", "", *census, ""]
         for label, table in (res.get("profile") or {}).items():
             lines += [f"profile ({label}):", "", "```", table.strip()[:6000], "```", ""]
     return "\n".join(lines) + "\n"

@@ -270,3 +270,44 @@ def test_flashinfer_static_variant_cross_compiles_in_seconds(tmp_path: Path) -> 
         (mix,) = json.loads("\n".join(rest))["ptx"].values()
         mixes.append({k: v for k, v in mix.items() if k != "lines"})
     assert mixes[0] == mixes[1] and mixes[0]["mma.sync"] > 0
+
+
+def test_thread_cpu_census_names_the_busy_thread() -> None:
+    """A thread that burns CPU during a phase is named in that phase's census (session 7: the
+    flashinfer engine's host ops ran ~1.5x slower with the same call counts)."""
+    import threading
+    import time
+
+    p = probe.Probe()
+    p.phase = "timed-1"
+    stop = time.perf_counter() + 0.4
+
+    def spin() -> None:
+        x = 0
+        while time.perf_counter() < stop:
+            x += 1
+
+    worker = threading.Thread(target=spin, name="spinner")
+    worker.start()
+    time.sleep(0.3)
+    p.phase = "after-1"  # while the thread still runs: an ended thread leaves /proc/self/task
+    worker.join()
+    census = p.phases["timed-1"].summary()
+    assert census["wall_s"] >= 0.3 and census["cpu_s"] >= 0.1
+    assert any(t.startswith("spinner[") for t in census["threads_busy"]), census
+    assert census["cpu_per_wall"] is not None
+
+
+def test_steps_from_dispatch_counts_target_model_steps() -> None:
+    from collections import Counter
+
+    dispatch = Counter(
+        {
+            "ModelCudaGraphManager:NONE:128": 1,
+            "SpeculatorCudaGraphManager:NONE:128": 1,
+            "SpeculatorCudaGraphManager:FULL:1": 54,
+            "ModelCudaGraphManager:FULL:4": 54,
+            "SpeculatorCudaGraphManager:FULL:4": 54,
+        }
+    )
+    assert probe.steps_from_dispatch(dispatch) == {"steps_timed": 55, "steps_full_graph": 54}
