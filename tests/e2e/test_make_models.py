@@ -4,8 +4,10 @@ output, and the acceptance knob, checked on CPU against Hugging Face's Qwen3.5 m
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -62,6 +64,71 @@ def test_geometry_models_have_the_real_gdn_geometry() -> None:
     tiny = mm.MODELS["tiny"]
     assert 2 <= tiny.linear_num_key_heads <= 4 and 4 <= tiny.linear_num_value_heads <= 8
     assert 256 <= tiny.hidden_size <= 512 and tiny.num_hidden_layers == 4
+
+
+def test_deep_geometry_is_geom_35b_at_the_real_depth() -> None:
+    """geom-35b-deep: geom-35b's layers, 40 of them like Qwen3.5-35B-A3B (30 GDN : 10 full
+    attention), so the checkpoint differs only in the layer count and the output gain."""
+    shallow, deep = mm.MODELS["geom-35b"], mm.MODELS["geom-35b-deep"]
+    assert replace(shallow, name=deep.name, num_hidden_layers=40, purpose=deep.purpose) == deep
+    cfg = mm.make_config(deep)
+    assert cfg["num_hidden_layers"] == len(cfg["layer_types"]) == 40
+    assert cfg["layer_types"].count("linear_attention") == 30
+    assert [i for i, t in enumerate(cfg["layer_types"]) if t == "full_attention"] == list(
+        range(3, 40, 4)
+    )
+    # Every other field equals geom-35b's.
+    shallow_cfg = mm.make_config(shallow)
+    assert {k: v for k, v in cfg.items() if k not in ("num_hidden_layers", "layer_types")} == {
+        k: v for k, v in shallow_cfg.items() if k not in ("num_hidden_layers", "layer_types")
+    }
+    # Per-layer noise shrinks like 1/sqrt(layers): the sum over 40 layers matches 8 layers'.
+    knobs = mm.Knobs()
+    assert mm.output_gain(deep, knobs) * math.sqrt(40) == pytest.approx(
+        mm.output_gain(shallow, knobs) * math.sqrt(8)
+    )
+
+
+def test_deep_checkpoint_size() -> None:
+    """Every tensor of geom-35b-deep by name and shape without building it (5.9 GiB in fp32):
+    one GDN and one attention layer of the real construction, repeated by layer_types."""
+    deep = mm.MODELS["geom-35b-deep"]
+    h, v = deep.hidden_size, deep.vocab_size
+    gen = torch.Generator().manual_seed(0)
+    per_kind = {
+        kind: {
+            k.removeprefix("L."): t.shape
+            for k, t in mm.decoder_layer_weights("L", deep, kind, gen, 1.0).items()
+        }
+        for kind in ("linear_attention", "full_attention")
+    }
+    assert per_kind["linear_attention"]["linear_attn.in_proj_qkv.weight"] == (
+        2 * 16 * 128 + 32 * 128,
+        h,
+    )
+    numel = 2 * v * h + h  # embeddings, LM head, final norm
+    numel += sum(math.prod(s) for t in mm.layer_types(40) for s in per_kind[t].values())
+    numel += 2 * h * h + 3 * h + sum(math.prod(s) for s in per_kind["full_attention"].values())
+    gib = numel * 2 / 2**30  # bf16 on disk and on the GPU
+    assert 2.9 < gib < 3.1, gib  # 3.0 GiB per checkpoint (geom-35b: 0.7 GiB)
+
+
+def test_construction_holds_at_40_layers() -> None:
+    """The layer-count scaling of the output gain keeps a 40-layer model's greedy output on the
+    cycle most of the time but not always, and both acceptance knobs work. Checked on the tiny
+    geometry (HF's reference at geom-35b-deep's size takes minutes on a CPU)."""
+    spec = replace(mm.MODELS["tiny"], name="tiny-40", num_hidden_layers=40)
+    cfg = mm.make_config(spec)
+    agree, perm = mm.make_weights(spec, "agree", mm.Knobs(), seed=0)
+    reject, _ = mm.make_weights(spec, "reject", mm.Knobs(), seed=0)
+    prompt = [5 + (7 * j) % 2000 for j in range(20)]
+    run = reference.run_reference(cfg, agree, perm, prompt, 24)
+    assert run.distinct >= 20, run.tokens
+    assert 0.5 <= run.cycle_rate < 1.0, run
+    assert run.mtp_accept_first >= 0.6, run
+    rejected = reference.run_reference(cfg, reject, perm, prompt, 24)
+    assert rejected.tokens == run.tokens
+    assert rejected.mtp_accept_first <= 0.1, rejected
 
 
 @pytest.fixture(scope="module")

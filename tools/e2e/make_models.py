@@ -70,6 +70,11 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("tiny-wide", 512, 1024, 4, 4, 1, 256, 4, 8, 2048, "correctness, HV/H=2"),
         # Qwen3.5-35B-A3B: hidden 2048, attention 16/2, GDN H=16 HV=32; dense small MLP.
         ModelSpec("geom-35b", 2048, 1024, 8, 16, 2, 256, 16, 32, 4096, "speed, 35B-A3B GDN"),
+        # The same layers at the real depth (40 layers: 30 GDN, 10 attention), so that the GDN
+        # state traffic weighs in a decode step as in the real model (8 layers are host-bound).
+        ModelSpec(
+            "geom-35b-deep", 2048, 1024, 40, 16, 2, 256, 16, 32, 4096, "speed, 35B-A3B depth"
+        ),
         # Qwen3.5-27B: hidden 5120, attention 24/4, GDN H=16 HV=48.
         ModelSpec("geom-27b", 5120, 2048, 8, 24, 4, 256, 16, 48, 4096, "speed, 27B GDN"),
     )
@@ -178,6 +183,17 @@ def decoder_layer_weights(
     return w
 
 
+def output_gain(spec: ModelSpec, knobs: Knobs) -> float:
+    """Gain of every decoder layer's output projections. Deviation from the cycle needs the
+    perturbation to beat the best spurious alignment with another token's embedding,
+    ~ sqrt(2 ln V / hidden); the sum of the layers' perturbations grows like sqrt(layers)."""
+    return (
+        knobs.target_noise
+        * math.sqrt(spec.hidden_size / 256)
+        * math.sqrt(4 / spec.num_hidden_layers)
+    )
+
+
 def make_weights(
     spec: ModelSpec, acceptance: str, knobs: Knobs, seed: int
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
@@ -194,9 +210,7 @@ def make_weights(
     lm_head = torch.empty(v, h)
     lm_head[perm] = embed * (LOGIT_SCALE / h)
     w = {"model.embed_tokens.weight": embed, "lm_head.weight": lm_head}
-    # Deviation needs the perturbation to beat the best spurious alignment with another token's
-    # embedding, ~ sqrt(2 ln V / hidden); the perturbation grows like sqrt(number of layers).
-    out_gain = knobs.target_noise * math.sqrt(h / 256) * math.sqrt(4 / spec.num_hidden_layers)
+    out_gain = output_gain(spec, knobs)
     for idx, kind in enumerate(layer_types(spec.num_hidden_layers)):
         w |= decoder_layer_weights(f"model.layers.{idx}", spec, kind, gen, out_gain)
     w["model.norm.weight"] = torch.zeros(h)
