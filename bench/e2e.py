@@ -5,6 +5,10 @@ requests; correctness against no speculation, decode speed, bad-configuration ch
     python3 bench/e2e.py models /tmp/e2e-models --models tiny,geom-35b
     python3 bench/e2e.py run --suite correctness --models-dir /tmp/e2e-models --out $OUT/e2e
     python3 bench/e2e.py run --suite speed --models-dir /tmp/e2e-models --out $OUT/e2e
+    # the 40-layer geometry, reject level only, longer timed runs
+    python3 bench/e2e.py models /tmp/e2e-models --models geom-35b-deep --acceptance reject
+    python3 bench/e2e.py run --suite speed --speed-models geom-35b-deep-reject \
+        --speed-max-tokens 512 --models-dir /tmp/e2e-models --out $OUT/e2e
     # anywhere (CPU): re-render committed results, with the GDN-state memory column
     python3 bench/e2e.py report results/e2e/e2e-*.json --out results/e2e
 
@@ -421,6 +425,7 @@ def run(args: argparse.Namespace) -> int:
             speed_models=args.speed_models,
             correctness_models=args.correctness_models,
             batches=tuple(args.batches),
+            speed_max_tokens=args.speed_max_tokens,
         )
     if args.preempt_blocks is not None:
         for job in jobs:
@@ -527,7 +532,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_models = sub.add_parser("models", help="generate the checkpoints (tools/e2e/make_models)")
     p_models.add_argument("out", type=Path)
-    p_models.add_argument("--models", default="tiny,geom-35b")
+    p_models.add_argument(
+        "--models", default="tiny,geom-35b", help="comma list of tools/e2e/make_models.MODELS"
+    )
+    p_models.add_argument("--acceptance", default="agree,reject")
     p_run = sub.add_parser("run", help="run suites (on the GPU host)")
     p_run.add_argument("--suite", action="append", choices=plan.SUITES, required=True)
     p_run.add_argument("--models-dir", type=Path, required=True)
@@ -540,7 +548,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"correctness modes (default all: {','.join(plan.MODES)})",
     )
     p_run.add_argument("--correctness-models", type=lambda s: s.split(","), default=None)
-    p_run.add_argument("--speed-models", type=lambda s: s.split(","), default=None)
+    p_run.add_argument(
+        "--speed-models",
+        type=lambda s: s.split(","),
+        default=None,
+        help="checkpoint directories, e.g. geom-35b-deep-reject (default geom-35b-{agree,reject})",
+    )
+    p_run.add_argument(
+        "--speed-max-tokens",
+        type=int,
+        default=plan.SPEED_MAX_TOKENS,
+        help="output tokens of every timed speed run (longer runs: less noise per sample)",
+    )
     p_run.add_argument(
         "--batches", type=lambda s: [int(x) for x in s.split(",")], default=list(plan.SPEED_BATCHES)
     )
@@ -588,6 +607,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"unknown mode {name!r}; choose from {','.join(plan.MODES)}")
     if getattr(args, "tensor_parallel_size", 1) < 1:
         parser.error("--tensor-parallel-size must be >= 1")
+    if getattr(args, "speed_max_tokens", 2) < 2:
+        parser.error("--speed-max-tokens must be >= 2 (decode time = full minus 1-token run)")
     return args
 
 
@@ -596,7 +617,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "models":
         from tools.e2e import make_models
 
-        return make_models.main([str(args.out), "--models", args.models])
+        return make_models.main(
+            [str(args.out), "--models", args.models, "--acceptance", args.acceptance]
+        )
     if args.cmd == "worker":
         return run_worker(json.loads(args.job.read_text()), args.models_dir, args.result)
     if args.cmd == "report":

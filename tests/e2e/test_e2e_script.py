@@ -151,6 +151,60 @@ def test_speed_plan_captures_exactly_the_sweep_sizes() -> None:
     assert jobs[0].engine["max_num_seqs"] == 256 and jobs[0].batches == plan.SPEED_BATCHES
 
 
+def test_speed_output_length_and_deep_model_options() -> None:
+    """--speed-max-tokens reaches every speed job (default unchanged: 128); a prompt plus output
+    longer than the speed engines' max_model_len raises it; --speed-models takes the 40-layer
+    checkpoints."""
+    base = ["run", "--suite", "speed", "--models-dir", "m", "--out", "o"]
+    assert e2e.parse_args(base).speed_max_tokens == plan.SPEED_MAX_TOKENS == 128
+    args = e2e.parse_args(
+        base + ["--speed-max-tokens", "512", "--speed-models", "geom-35b-deep-reject"]
+    )
+    jobs = plan.suite_jobs(
+        "speed",
+        ["native", "ucache_ours"],
+        None,
+        1,
+        "/t",
+        speed_models=args.speed_models,
+        speed_max_tokens=args.speed_max_tokens,
+    )
+    assert [(j.model, j.backend, j.max_tokens) for j in jobs] == [
+        ("geom-35b-deep-reject", "native", 512),
+        ("geom-35b-deep-reject", "ucache_ours", 512),
+    ]
+    assert all(j.engine["max_model_len"] == 1024 for j in jobs)
+    (default,) = plan.suite_jobs("speed", ["native"], None, 1, "/t", speed_models=["x-reject"])
+    assert default.max_tokens == 128 and default.engine["max_model_len"] == 1024
+    (long,) = plan.speed_jobs(["native"], ["x-reject"], max_tokens=1000)
+    assert long.engine["max_model_len"] == plan.SPEED_PROMPT_TOKENS + 1000
+    assert {len(p) for p in plan.make_prompts("speed", 4, 4096)} == {plan.SPEED_PROMPT_TOKENS}
+    with pytest.raises(SystemExit):
+        e2e.parse_args(base + ["--speed-max-tokens", "1"])
+
+
+def test_models_command_builds_only_the_asked_levels(tmp_path: Path) -> None:
+    assert e2e.main(["models", str(tmp_path), "--models", "tiny", "--acceptance", "reject"]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["tiny-reject"]
+
+
+def test_state_column_of_the_deep_model_scales_with_its_gdn_layers() -> None:
+    """The memory column takes the GDN layer count from the model's config: geom-35b-deep has
+    30 GDN layers, geom-35b 6, so every backend's state per request is 5x."""
+    results = [
+        speed_result(b, [1.0], model=m)
+        for m in ("geom-35b-reject", "geom-35b-deep-reject")
+        for b in ("native", "replay_triton", "ucache_ours")
+    ]
+    state = e2e.state_bytes_for(results, None)
+    if not state:
+        pytest.skip("the series' calculator is unavailable (vllm/ not populated)")
+    for backend in ("native", "replay_triton", "ucache_ours"):
+        shallow = state[("geom-35b-reject", backend)]
+        assert state[("geom-35b-deep-reject", backend)] == pytest.approx(5 * shallow)
+    assert state[("geom-35b-reject", "native")] == pytest.approx(48.56, abs=0.01)
+
+
 def test_prompts_are_deterministic_and_mixed() -> None:
     a = plan.make_prompts("mixed", 64, 2048)
     assert a == plan.make_prompts("mixed", 64, 2048)
@@ -363,10 +417,73 @@ def test_markdown_and_plot(tmp_path: Path) -> None:
     assert rows[("geom-35b-reject", 8)]["vs_nospec"] == pytest.approx(1.5)
     text = report.markdown(results, {("geom-35b-agree", "native"): 12.5}, command="x")
     assert "| tiny-agree | eager | ucache_ours | DIVERGES |" in text
-    assert "| geom-35b-agree | 8 | native | 1200 | 1.00 | 1.50 | 12.50 |" in text
+    assert "| geom-35b-agree | 8 | native | 1200 | - | 1.00 | 1.50 | 12.50 |" in text
     assert "| T=3 | expected-error |" in text
     assert report.plot_speed(results, tmp_path / "speed.png")
     assert (tmp_path / "speed.png").stat().st_size > 1000
+
+
+def speed_result(backend: str, samples: list[float] | None, model: str = "m-reject") -> dict:
+    point = {"batch": 8, "decode_tok_s": sorted(samples or [100.0])[len(samples or [0]) // 2]}
+    if samples is not None:
+        point["samples"] = [{"decode_tok_s": x} for x in samples]
+    return {
+        "job": {
+            "suite": "speed",
+            "model": model,
+            "backend": backend,
+            "mode": "graphs",
+            "engine": {"tensor_parallel_size": 1},
+        },
+        "status": "ok",
+        "speed": [point],
+    }
+
+
+def test_speed_table_shows_the_sample_range_and_marks_noise() -> None:
+    """A ratio to native whose samples overlap native's samples is marked (noise); one whose
+    range lies apart is not; a point without samples (session 2's files) shows "-"."""
+    results = [
+        speed_result("native", [1871, 2147, 2431, 2000, 2200]),
+        speed_result("ucache_ours", [1321, 1360, 2090, 1400, 1350]),  # overlaps native
+        speed_result("replay_triton", [1000, 1100, 1050]),  # entirely below native
+        speed_result("ucache_flashinfer", None),  # no samples
+    ]
+    rows = {r["backend"]: r for r in report.speed_rows(results)}
+    assert rows["ucache_ours"]["vs_native_within_noise"] is True
+    assert rows["replay_triton"]["vs_native_within_noise"] is False
+    assert rows["ucache_flashinfer"]["vs_native_within_noise"] is None
+    assert rows["native"]["vs_native_within_noise"] is None
+    assert (rows["ucache_ours"]["samples_min"], rows["ucache_ours"]["samples_max"]) == (1321, 2090)
+    text = report.markdown(results)
+    assert (
+        "| m-reject | 8 | ucache_ours | 1360 | 1321-2090 (1.58x) | 0.63 (noise) | - | - |" in text
+    )
+    assert "| m-reject | 8 | replay_triton | 1050 | 1000-1100 (1.10x) | 0.49 | - | - |" in text
+    assert "| m-reject | 8 | ucache_flashinfer | 100 | - | 0.05 | - | - |" in text
+    assert "| m-reject | 8 | native | 2147 | 1871-2431 (1.30x) | 1.00 | - | - |" in text
+    # Without native in the run there is nothing to compare with: no mark.
+    alone = report.markdown(results[1:2])
+    assert "| 1321-2090 (1.58x) | - | - | - |" in alone
+
+
+COMMITTED = sorted((ROOT / "results/e2e").glob("e2e-h200-*.json"))
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[p.stem for p in COMMITTED])
+def test_committed_results_still_render(path: Path) -> None:
+    """Every committed result file re-renders with the sample column: files before session 3
+    have no samples ("-"), later ones have them."""
+    results = report.load_results([path])
+    text = report.markdown(results)
+    rows = report.speed_rows(results)
+    assert rows and "| samples |" in text
+    with_samples = [r for r in rows if r["samples"]]
+    if "session2" in path.stem:
+        assert not with_samples and "| - | 1.00 |" in text
+    else:
+        assert len(with_samples) == len(rows)
+        assert all(r["samples_min"] <= r["decode_tok_s"] <= r["samples_max"] for r in rows)
 
 
 def test_report_command_renders_committed_json(tmp_path: Path) -> None:

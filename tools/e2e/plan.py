@@ -77,6 +77,11 @@ MODES: dict[str, dict] = {
     "preemption": {"enforce_eager": True, "num_gpu_blocks_override": 64},
 }
 SPEED_BATCHES = (1, 8, 32, 64, 128, 256)
+SPEED_PROMPT_TOKENS = 128  # one prompt length: comparable per-step work across backends
+# Output tokens per timed speed run (`bench/e2e.py run --speed-max-tokens`). At 128 a timed run
+# of the 8-layer geom-35b lasts 0.4-2.6 s and its samples spread up to 1.7x (session 7).
+SPEED_MAX_TOKENS = 128
+SPEED_MAX_MODEL_LEN = 1024  # the speed engines' max_model_len, unless prompt + output is longer
 # Correctness engines are small and run several at a time on one GPU: a fixed KV budget skips
 # vLLM's memory profiling (which other processes' allocations would disturb).
 SHARED_GPU = {"gpu_memory_utilization": 0.1, "kv_cache_memory_bytes": 2 << 30}
@@ -167,8 +172,8 @@ def make_prompts(kind: str, n: int, vocab: int, seed: int = 0) -> list[list[int]
     if kind == "shared_prefix":  # four families sharing long prefixes (prefix-cache hits)
         prefixes = [ids(rng.choice((272, 544))) for _ in range(4)]
         return [prefixes[i % 4] + ids(rng.randrange(1, 40)) for i in range(n)]
-    if kind == "speed":  # one length: comparable per-step work across backends
-        return [ids(128) for _ in range(n)]
+    if kind == "speed":
+        return [ids(SPEED_PROMPT_TOKENS) for _ in range(n)]
     raise ValueError(f"unknown prompt kind {kind!r}")
 
 
@@ -216,9 +221,10 @@ def speed_jobs(
     models: list[str],
     tp: int = 1,
     batches=SPEED_BATCHES,
-    max_tokens: int = 128,
+    max_tokens: int = SPEED_MAX_TOKENS,
 ) -> list[Job]:
     jobs = []
+    max_model_len = max(SPEED_MAX_MODEL_LEN, SPEED_PROMPT_TOKENS + max_tokens)
     for model in models:
         for name in backends:
             sibling = model.removesuffix("-reject") + "-agree"
@@ -230,7 +236,7 @@ def speed_jobs(
                 speed_mode(tuple(batches)),
                 {
                     "max_num_seqs": max(batches),
-                    "max_model_len": 1024,
+                    "max_model_len": max_model_len,
                     "gpu_memory_utilization": 0.85,
                 },
             )
@@ -312,6 +318,7 @@ def suite_jobs(
     speed_models: list[str] | None = None,
     correctness_models: list[str] | None = None,
     batches=SPEED_BATCHES,
+    speed_max_tokens: int = SPEED_MAX_TOKENS,
 ) -> list[Job]:
     """The jobs of one suite, in the order they run (cheap and most telling first)."""
     correctness_models = correctness_models or ["tiny-agree"]
@@ -329,7 +336,7 @@ def suite_jobs(
         return correctness_jobs(backends, modes or list(MODES), correctness_models, tp)
     if suite == "speed":
         models = speed_models or ["geom-35b-agree", "geom-35b-reject"]
-        return speed_jobs(backends, models, tp, batches)
+        return speed_jobs(backends, models, tp, batches, speed_max_tokens)
     if suite == "badconfig":
         return badconfig_jobs(correctness_models[0], tmp_dir)
     raise ValueError(f"unknown suite {suite!r}; choose from {SUITES}")

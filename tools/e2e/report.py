@@ -183,31 +183,57 @@ def _other_level(model: str) -> str:
     return model
 
 
+def sample_range(point: dict) -> tuple[float, float] | None:
+    """(min, max) decode tokens/s over a speed point's timed samples; None for a point without
+    samples (files before session 3 kept only the single-shot value)."""
+    values = [s["decode_tok_s"] for s in point.get("samples") or []]
+    return (min(values), max(values)) if values else None
+
+
+def ranges_overlap(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool | None:
+    """Whether two sample ranges overlap; None when either is unknown."""
+    if a is None or b is None:
+        return None
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
 def speed_rows(results: list[dict], state_bytes: dict | None = None) -> list[dict]:
-    """Decode tokens/s per (model, backend, batch) with ratios to native spec and nospec."""
-    table: dict[tuple[str, int], dict[str, float]] = {}
+    """Decode tokens/s per (model, backend, batch) with ratios to native spec and nospec, the
+    timed samples' range, and whether that range overlaps native's (the ratio is then noise)."""
+    table: dict[tuple[str, int], dict[str, dict]] = {}
     for res in results:
         if res["job"]["suite"] != "speed" or res["status"] != "ok":
             continue
         for point in res.get("speed", []):
             table.setdefault((res["job"]["model"], point["batch"]), {})[res["job"]["backend"]] = (
-                point["decode_tok_s"]
+                point
             )
     rows = []
     for (model, batch), by_backend in sorted(table.items()):
         # -agree and -reject checkpoints share the target model (only mtp.* differs), so one
         # nospec run serves both acceptance levels.
         sibling = table.get((_other_level(model), batch), {})
-        for backend, tok_s in sorted(by_backend.items()):
-            native = by_backend.get("native")
-            nospec = by_backend.get("nospec", sibling.get("nospec"))
+        native_point = by_backend.get("native")
+        nospec_point = by_backend.get("nospec", sibling.get("nospec"))
+        native = native_point["decode_tok_s"] if native_point else None
+        nospec = nospec_point["decode_tok_s"] if nospec_point else None
+        native_range = sample_range(native_point) if native_point else None
+        for backend, point in sorted(by_backend.items()):
+            tok_s = point["decode_tok_s"]
+            spread = sample_range(point)
             rows.append(
                 {
                     "model": model,
                     "batch": batch,
                     "backend": backend,
                     "decode_tok_s": tok_s,
+                    "samples": len(point.get("samples") or []),
+                    "samples_min": spread[0] if spread else None,
+                    "samples_max": spread[1] if spread else None,
                     "vs_native": tok_s / native if native else None,
+                    "vs_native_within_noise": (
+                        None if backend == "native" else ranges_overlap(spread, native_range)
+                    ),
                     "vs_nospec": tok_s / nospec if nospec else None,
                     "state_mib_per_request": (state_bytes or {}).get((model, backend)),
                 }
@@ -217,6 +243,20 @@ def speed_rows(results: list[dict], state_bytes: dict | None = None) -> list[dic
 
 def _fmt(x, spec: str = ".2f") -> str:
     return "-" if x is None else format(x, spec)
+
+
+def samples_cell(row: dict) -> str:
+    """`min-max (max/min)` of a speed row's timed samples, `-` for a file without samples."""
+    low, high = row.get("samples_min"), row.get("samples_max")
+    if low is None or high is None:
+        return "-"
+    spread = f"{high / low:.2f}x" if low > 0 else "-"
+    return f"{low:.0f}-{high:.0f} ({spread})"
+
+
+def vs_native_cell(row: dict) -> str:
+    cell = _fmt(row["vs_native"])
+    return f"{cell} (noise)" if row.get("vs_native_within_noise") else cell
 
 
 def prefill_cell(check: dict | None) -> str:
@@ -260,14 +300,18 @@ def markdown(results: list[dict], state_bytes: dict | None = None, command: str 
         lines += [
             "## Decode speed (tokens/s; ratios taken in one run)",
             "",
-            "| model | batch | backend | tok/s | vs native spec | vs no spec "
+            "tok/s is the median of the timed samples; `samples` gives their min-max and max/min. "
+            "`(noise)`: this backend's samples overlap native's in the same run, so the ratio "
+            "does not show a difference.",
+            "",
+            "| model | batch | backend | tok/s | samples | vs native spec | vs no spec "
             "| GDN state MiB/request |",
-            "|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for r in speed:
             lines.append(
                 f"| {r['model']} | {r['batch']} | {r['backend']} | {r['decode_tok_s']:.0f} | "
-                f"{_fmt(r['vs_native'])} | {_fmt(r['vs_nospec'])} | "
+                f"{samples_cell(r)} | {vs_native_cell(r)} | {_fmt(r['vs_nospec'])} | "
                 f"{_fmt(r['state_mib_per_request'])} |"
             )
         accs = [
