@@ -6,7 +6,8 @@
 # Steps, in priority order; each starts only with enough of the budget left and is skipped when a
 # previous call on the same (warm) host already finished it, so a second call with the same
 # command continues where the first stopped:
-#   models  geom-35b-{agree,reject} into /tmp/e2e-models (bench/e2e.py models)
+#   models  $E2E_S4_MODEL-{agree,reject} into /tmp/e2e-models (bench/e2e.py models): only the
+#           levels the other requested steps use (reject: -reject; agree, triton, probe: -agree)
 #   reject  speed sweep at the reject level: native, ucache_ours, ucache_flashinfer, replay_triton,
 #           B 1,8,32,128,256 (a re-run repeats only the backends without an ok result;
 #           E2E_S4_REJECT_BACKENDS overrides the list, e.g. native,ucache_flashinfer,replay_triton
@@ -17,6 +18,10 @@
 #   probe   bench/e2e_probe.py: why ucache_flashinfer runs at ~0.55x native (results/e2e/README.md);
 #           backends $E2E_S4_PROBE_BACKENDS (default ucache_flashinfer,ucache_ours,native;
 #           native last: the deadline cuts it first; it shows whether native steps are graphed)
+# E2E_S4_MODEL: the model of every step (default geom-35b; geom-35b-deep is the 40-layer one; its
+# result files are named e2e-speed-geom-35b-deep-reject..., probe-geom-35b-deep-s4...).
+# E2E_S4_MAX_TOKENS: output tokens of every timed speed run (bench/e2e.py --speed-max-tokens;
+# default: bench/e2e.py's, 128), e.g. 512 for runs long enough to average the host's noise.
 # Budget: BUDGET_S seconds of wall time from the script's start (default 540); pass what the call
 # has left, e.g. `BUDGET_S=$((560 - SECONDS)) bash bench/h200_e2e_s4.sh` after stage/unpack.
 # Results accumulate in $E2E_S4_WORK (default /tmp/e2e-s4); after every step all of them are packed
@@ -27,7 +32,7 @@
 # Render on the CPU:
 #   tar -xJf e2e-s4.tar.xz && python3 bench/e2e.py report e2e/e2e-speed-reject*.json --out results/e2e --name e2e-h200-session4-reject
 set -euo pipefail
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,24p' "$0"; exit 0; fi
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0; fi
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 budget=${BUDGET_S:-540}
@@ -35,9 +40,22 @@ reserve=30 # packing, saving the JIT caches, margin before the call's limit
 work=${E2E_S4_WORK:-/tmp/e2e-s4}
 models=${E2E_MODELS_DIR:-/tmp/e2e-models}
 out=${OUT:-$work/out}
+model=${E2E_S4_MODEL:-geom-35b}
+# File stems: geom-35b keeps the names of sessions 4-7; another model carries its name.
+if [[ $model == geom-35b ]]; then tag=""; else tag="-$model"; fi
+speed_args=()
+[[ -z ${E2E_S4_MAX_TOKENS:-} ]] || speed_args=(--speed-max-tokens "$E2E_S4_MAX_TOKENS")
 mkdir -p "$work/e2e" "$work/probe" "$out"
 steps=("$@")
 [[ ${#steps[@]} -gt 0 ]] || steps=(models reject agree probe)
+levels=() # acceptance levels the requested steps run (the models step builds only those)
+for step in "${steps[@]}"; do
+  case $step in
+    reject) levels+=(reject) ;;
+    agree | triton | probe) levels+=(agree) ;;
+  esac
+done
+[[ ${#levels[@]} -gt 0 ]] || levels=(agree reject)
 if [[ -z ${GDN_HOST_SITE:-} && -f /tmp/gdn-host/env.sh ]]; then
   # shellcheck source=/dev/null
   source /tmp/gdn-host/env.sh
@@ -57,16 +75,17 @@ os.replace(dest + ".tmp", dest)
 PY
 }
 
-# Backends of $2 (comma list) without an "ok" result in the JSON files $1*.json (e2e or probe).
+# Backends of $3 (comma list) without an "ok" result for model $2 in the JSON files $1*.json
+# (e2e or probe).
 missing() {
-  python3 - "$1" "$2" <<'PY'
+  python3 - "$1" "$2" "$3" <<'PY'
 import glob, json, sys
-stem, wanted = sys.argv[1], sys.argv[2].split(",")
+stem, model, wanted = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 ok = set()
 for path in glob.glob(stem + "*.json"):
     try:
         for res in json.load(open(path))["results"]:
-            if res.get("status") == "ok":
+            if res.get("status") == "ok" and res["job"]["model"] == model:
                 ok.add(res["job"]["backend"])
     except (OSError, ValueError, KeyError):
         pass
@@ -74,17 +93,17 @@ print(",".join(b for b in wanted if b not in ok))
 PY
 }
 
-# speed NAME MODEL BACKENDS: one bench/e2e.py speed run for the backends still missing.
+# speed NAME CHECKPOINT BACKENDS: one bench/e2e.py speed run for the backends still missing.
 speed() {
-  local name=$1 model=$2 todo n
-  todo=$(missing "$work/e2e/$name" "$3")
+  local name=$1 checkpoint=$2 todo n
+  todo=$(missing "$work/e2e/$name" "$checkpoint" "$3")
   if [[ -z $todo ]]; then log "$name: done in an earlier call"; return; fi
   if (($(left) < reserve + 90)); then log "$name: skipped ($todo; no time left)"; return; fi
   n=$(find "$work/e2e" -maxdepth 1 -name "$name*.json" | wc -l)
   [[ $n -eq 0 ]] || name=$name-$((n + 1))
   log "$name: $todo"
-  python3 bench/e2e.py run --suite speed --speed-models "$model" --backends "$todo" \
-    --batches 1,8,32,128,256 --models-dir "$models" --out "$work/e2e" \
+  python3 bench/e2e.py run --suite speed --speed-models "$checkpoint" --backends "$todo" \
+    --batches 1,8,32,128,256 --models-dir "$models" --out "$work/e2e" "${speed_args[@]}" \
     --deadline-s $(($(left) - reserve)) --name "$name" || log "$name: exit $?"
 }
 
@@ -98,32 +117,39 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || tr
 for step in "${steps[@]}"; do
   case $step in
     models)
-      if [[ -f $models/geom-35b-agree/config.json && -f $models/geom-35b-reject/config.json ]]; then
+      todo="" # construction.json is written last: a checkpoint cut short has none
+      for level in "${levels[@]}"; do
+        [[ -f $models/$model-$level/construction.json || ,$todo, == *,$level,* ]] ||
+          todo=${todo:+$todo,}$level
+      done
+      if [[ -z $todo ]]; then
         log "models: present"
       else
-        log "models: geom-35b"
-        python3 bench/e2e.py models "$models" --models geom-35b || { log "models: exit $?"; exit 1; }
+        log "models: $model ($todo)"
+        python3 bench/e2e.py models "$models" --models "$model" --acceptance "$todo" ||
+          { log "models: exit $?"; exit 1; }
       fi
       ;;
     reject)
-      speed e2e-speed-reject geom-35b-reject \
+      speed "e2e-speed$tag-reject" "$model-reject" \
         "${E2E_S4_REJECT_BACKENDS:-native,ucache_ours,ucache_flashinfer,replay_triton}"
       ;;
-    agree) speed e2e-speed-agree geom-35b-agree native,ucache_ours,replay_triton ;;
-    triton) speed e2e-speed-agree-triton geom-35b-agree replay_triton ;;
+    agree) speed "e2e-speed$tag-agree" "$model-agree" native,ucache_ours,replay_triton ;;
+    triton) speed "e2e-speed$tag-agree-triton" "$model-agree" replay_triton ;;
     probe)
-      todo=$(missing "$work/probe/probe-s4" "${E2E_S4_PROBE_BACKENDS:-ucache_flashinfer,ucache_ours,native}")
+      todo=$(missing "$work/probe/probe$tag-s4" "$model-agree" \
+        "${E2E_S4_PROBE_BACKENDS:-ucache_flashinfer,ucache_ours,native}")
       if [[ -z $todo ]]; then
         log "probe: done in an earlier call"
       elif (($(left) < reserve + 90)); then
         log "probe: skipped ($todo; no time left)"
       else
-        n=$(find "$work/probe" -maxdepth 1 -name "probe-s4*.json" | wc -l)
-        name=probe-s4
-        [[ $n -eq 0 ]] || name=probe-s4-$((n + 1))
+        n=$(find "$work/probe" -maxdepth 1 -name "probe$tag-s4*.json" | wc -l)
+        name=probe$tag-s4
+        [[ $n -eq 0 ]] || name=probe$tag-s4-$((n + 1))
         log "$name: $todo"
         python3 bench/e2e_probe.py run --models-dir "$models" --out "$work/probe" \
-          --backends "$todo" --batches 1,32,256 \
+          --model "$model-agree" --backends "$todo" --batches 1,32,256 \
           --deadline-s $(($(left) - reserve)) --name "$name" || log "probe: exit $?"
       fi
       ;;

@@ -156,14 +156,26 @@ def test_gpu_script_continues_only_missing_backends(tmp_path: Path) -> None:
     """A second call on the warm host repeats only the backends without an ok result."""
     work = tmp_path / "w"
     (work / "e2e").mkdir(parents=True)
+    model = "geom-35b-reject"
     results = [
-        {"job": {"backend": "native"}, "status": "ok"},
-        {"job": {"backend": "ucache_ours"}, "status": "ok"},
-        {"job": {"backend": "ucache_flashinfer"}, "status": "timeout (480 s, reached: ok)"},
+        {"job": {"backend": "native", "model": model}, "status": "ok"},
+        {"job": {"backend": "ucache_ours", "model": model}, "status": "ok"},
+        {
+            "job": {"backend": "ucache_flashinfer", "model": model},
+            "status": "timeout (480 s, reached: ok)",
+        },
+        # Another model's result in the same file does not count for this one.
+        {"job": {"backend": "replay_triton", "model": "geom-35b-deep-reject"}, "status": "ok"},
     ]
     (work / "e2e/e2e-speed-reject.json").write_text(json.dumps({"results": results}))
     (work / "e2e/e2e-speed-agree-triton.json").write_text(
-        json.dumps({"results": [{"job": {"backend": "replay_triton"}, "status": "ok"}]})
+        json.dumps(
+            {
+                "results": [
+                    {"job": {"backend": "replay_triton", "model": "geom-35b-agree"}, "status": "ok"}
+                ]
+            }
+        )
     )
     env = {
         **os.environ,
@@ -181,6 +193,78 @@ def test_gpu_script_continues_only_missing_backends(tmp_path: Path) -> None:
         "e2e-speed-reject: skipped (ucache_flashinfer,replay_triton; no time left)" in proc.stdout
     )
     assert "e2e-speed-agree-triton: done in an earlier call" in proc.stdout
+
+
+def fake_python(tmp_path: Path) -> tuple[dict, Path]:
+    """An environment whose `python3` records the script's bench/ commands instead of running
+    them (every other use, e.g. the packing and the resume check, runs the real Python)."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls.txt"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(
+        "#!/usr/bin/env bash\n"
+        'if [[ ${1:-} == bench/* ]]; then echo "$*" >> "$CALLS"; exit 0; fi\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    (bin_dir / "python3").chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "CALLS": str(calls),
+        "GDN_HOST_SITE": "unused",  # never source a real host's env.sh
+        "E2E_S4_SAVE_CACHES": "0",
+        "E2E_S4_WORK": str(tmp_path / "w"),
+        "OUT": str(tmp_path / "out"),
+        "E2E_MODELS_DIR": str(tmp_path / "m"),
+        "BUDGET_S": "600",
+    }
+    return env, calls
+
+
+def test_gpu_script_default_model_and_length(tmp_path: Path) -> None:
+    """Without E2E_S4_MODEL / E2E_S4_MAX_TOKENS the commands are those of sessions 4-7 (the
+    models step builds only the levels the requested steps use)."""
+    env, calls = fake_python(tmp_path)
+    proc = subprocess.run(
+        ["bash", SCRIPT, "models", "reject"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    models, reject = calls.read_text().splitlines()
+    assert models == f"bench/e2e.py models {tmp_path}/m --models geom-35b --acceptance reject"
+    assert reject.startswith("bench/e2e.py run --suite speed --speed-models geom-35b-reject ")
+    assert "--speed-max-tokens" not in reject and reject.endswith("--name e2e-speed-reject")
+
+
+def test_gpu_script_deep_model_and_long_runs(tmp_path: Path) -> None:
+    """E2E_S4_MODEL picks the model of every step (its own file names, so results of geom-35b
+    on the same host never count as done); E2E_S4_MAX_TOKENS reaches the speed runs."""
+    env, calls = fake_python(tmp_path)
+    env |= {"E2E_S4_MODEL": "geom-35b-deep", "E2E_S4_MAX_TOKENS": "512"}
+    (tmp_path / "w/e2e").mkdir(parents=True)
+    done = [{"job": {"backend": "native", "model": "geom-35b-reject"}, "status": "ok"}]
+    (tmp_path / "w/e2e/e2e-speed-reject.json").write_text(json.dumps({"results": done}))
+    agree = tmp_path / "m/geom-35b-deep-agree"
+    agree.mkdir(parents=True)
+    (agree / "construction.json").write_text("{}")  # present: only -reject is built
+    proc = subprocess.run(
+        ["bash", SCRIPT, "models", "reject", "probe"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    models, reject, probe_call = calls.read_text().splitlines()
+    assert models.endswith("--models geom-35b-deep --acceptance reject")
+    assert "--speed-models geom-35b-deep-reject --backends native,ucache_ours," in reject
+    assert "--speed-max-tokens 512" in reject
+    assert reject.endswith("--name e2e-speed-geom-35b-deep-reject")
+    assert probe_call.startswith("bench/e2e_probe.py run ")
+    assert "--model geom-35b-deep-agree" in probe_call
+    assert probe_call.endswith("--name probe-geom-35b-deep-s4")
+
+
+def test_gpu_script_help_prints_the_whole_comment_block() -> None:
+    proc = subprocess.run(["bash", SCRIPT, "--help"], capture_output=True, text=True, check=True)
+    lines = SCRIPT.read_text().splitlines()
+    header = lines[1 : next(i for i, line in enumerate(lines) if not line.startswith("#"))]
+    assert proc.stdout.splitlines() == header
+    assert "E2E_S4_MODEL" in proc.stdout and "E2E_S4_MAX_TOKENS" in proc.stdout
 
 
 def test_install_patches_adapter_dispatch_and_gc(monkeypatch: pytest.MonkeyPatch) -> None:
