@@ -9,9 +9,10 @@
 #   models  $E2E_S4_MODEL-{agree,reject} into /tmp/e2e-models (bench/e2e.py models): only the
 #           levels the other requested steps use (reject: -reject; agree, triton, probe: -agree)
 #   reject  speed sweep at the reject level: native, ucache_ours, ucache_flashinfer, replay_triton,
-#           B 1,8,32,128,256 (a re-run repeats only the backends without an ok result;
-#           E2E_S4_REJECT_BACKENDS overrides the list, e.g. native,ucache_flashinfer,replay_triton
-#           on a fresh host when ucache_ours was measured in an earlier call)
+#           B 1,8,32,128,256 (E2E_S4_BATCHES overrides the batches of every speed step; a re-run
+#           repeats only the backends without an ok result; E2E_S4_REJECT_BACKENDS overrides the
+#           list, e.g. native,ucache_flashinfer,replay_triton on a fresh host when ucache_ours was
+#           measured in an earlier call)
 #   agree   speed sweep at the agree level: native, ucache_ours (the shipped kernel), replay_triton
 #           (session 3 measured the agree level with an older kernel and without replay_triton)
 #   triton  replay_triton speed row at the agree level only (cut by the deadline in session 3)
@@ -103,7 +104,8 @@ speed() {
   [[ $n -eq 0 ]] || name=$name-$((n + 1))
   log "$name: $todo"
   python3 bench/e2e.py run --suite speed --speed-models "$checkpoint" --backends "$todo" \
-    --batches 1,8,32,128,256 --models-dir "$models" --out "$work/e2e" "${speed_args[@]}" \
+    --batches "${E2E_S4_BATCHES:-1,8,32,128,256}" --models-dir "$models" --out "$work/e2e" \
+    "${speed_args[@]}" \
     --deadline-s $(($(left) - reserve)) --name "$name" || log "$name: exit $?"
 }
 

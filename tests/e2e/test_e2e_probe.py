@@ -232,13 +232,14 @@ def test_gpu_script_default_model_and_length(tmp_path: Path) -> None:
     assert models == f"bench/e2e.py models {tmp_path}/m --models geom-35b --acceptance reject"
     assert reject.startswith("bench/e2e.py run --suite speed --speed-models geom-35b-reject ")
     assert "--speed-max-tokens" not in reject and reject.endswith("--name e2e-speed-reject")
+    assert " --batches 1,8,32,128,256 " in reject
 
 
 def test_gpu_script_deep_model_and_long_runs(tmp_path: Path) -> None:
     """E2E_S4_MODEL picks the model of every step (its own file names, so results of geom-35b
     on the same host never count as done); E2E_S4_MAX_TOKENS reaches the speed runs."""
     env, calls = fake_python(tmp_path)
-    env |= {"E2E_S4_MODEL": "geom-35b-deep", "E2E_S4_MAX_TOKENS": "512"}
+    env |= {"E2E_S4_MODEL": "geom-35b-deep", "E2E_S4_MAX_TOKENS": "512", "E2E_S4_BATCHES": "1,256"}
     (tmp_path / "w/e2e").mkdir(parents=True)
     done = [{"job": {"backend": "native", "model": "geom-35b-reject"}, "status": "ok"}]
     (tmp_path / "w/e2e/e2e-speed-reject.json").write_text(json.dumps({"results": done}))
@@ -252,7 +253,7 @@ def test_gpu_script_deep_model_and_long_runs(tmp_path: Path) -> None:
     models, reject, probe_call = calls.read_text().splitlines()
     assert models.endswith("--models geom-35b-deep --acceptance reject")
     assert "--speed-models geom-35b-deep-reject --backends native,ucache_ours," in reject
-    assert "--speed-max-tokens 512" in reject
+    assert "--speed-max-tokens 512" in reject and " --batches 1,256 " in reject
     assert reject.endswith("--name e2e-speed-geom-35b-deep-reject")
     assert probe_call.startswith("bench/e2e_probe.py run ")
     assert "--model geom-35b-deep-agree" in probe_call
