@@ -66,11 +66,11 @@ k4)
     --backends ours --arms serving,bf16 --deadline-s 60 --jobs 8 --max-steps 300 \
     >"$out/suite-k4.log" 2>&1 &
   suite_pid=$!
-  # the epilogue without the lo halves of its fp32 operands (experiment knob of next): does #3's
-  # suite still pass at flashinfer-level rounding of R, M, C and SW?
-  GDN_UCACHE_SKIP=episplit setsid timeout 80 python3 tests/conformance/run_gpu_suite.py \
-    --out "$out/suite-k4-episplit" --backends ours --arms serving,bf16 --deadline-s 60 --jobs 4 \
-    --max-steps 300 >"$out/suite-k4-episplit.log" 2>&1 &
+  # next (v7) with its new path forced (state staged in shared memory, BV=64, no launch bound):
+  # #3's suite on it, since the table's configs do not use it
+  GDN_UCACHE_LATE=4 GDN_UCACHE_BV=64 GDN_UCACHE_MBP=0 setsid timeout 80 python3 \
+    tests/conformance/run_gpu_suite.py --out "$out/suite-k4-late4" --backends ours \
+    --arms serving,bf16 --deadline-s 60 --jobs 4 --max-steps 300 >"$out/suite-k4-late4.log" 2>&1 &
   epi_pid=$!
   pids=("$suite_pid" "$epi_pid")
   parts=("candidate and serving" "candidate and bf16"
@@ -94,7 +94,7 @@ k4)
   kill -- -"$suite_pid" 2>/dev/null || true
   kill -- -"$epi_pid" 2>/dev/null || true
   tail -3 "$out/suite-k4.log"
-  echo "== episplit knob:"; tail -2 "$out/suite-k4-episplit.log"
+  echo "== late4 (bv64, no bound):"; tail -2 "$out/suite-k4-late4.log"
   for f in "$out"/conformance-*.log; do
     echo "== $(basename "$f"): $(grep -cE ' PASSED' "$f") passed, $(grep -cE ' FAILED| ERROR' "$f") failed"
     grep -E ' FAILED| ERROR' "$f" | sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' |
@@ -108,9 +108,8 @@ k4)
   V4S=$SHIP=kernels/gdn_ucache_flush.py
   # optional: an earlier state of the next kernel (git show REV:kernels/... > .gpu/k4/prev.py)
   mods=("$V4S" "$NX")
-  vars=("$SHIP:base" next:base next:bv128 next:bv128+late1+mbp7 next:bv128+late3+mbp6
-    next:bv128+late1+mbp6 next:bv128+late3+mbp5 next:bv128+late3+mbp0 next:bv128+late1+mbp0
-    next:bv32)
+  vars=("$SHIP:base" next:base next:bv64+late4 next:bv128+late4 next:bv64+late4+mbp5
+    next:bv64+mbp7 next:bv128+late3+mbp5 next:bv128+late1+mbp6 next:bv128+late3+mbp0 next:bv32)
   if [[ -f .gpu/k4/prev.py ]]; then mods+=(prev=.gpu/k4/prev.py); vars=(prev:base "${vars[@]}"); fi
   timeout 100 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 48 --batch 256 128 32 8 1 \
     --flush 0 20 100 --budget-s 70 --json "$out/sweep-k4-serving.json" --backends flashinfer \
@@ -118,14 +117,14 @@ k4)
     grep -v '^# v' || true
   timeout 60 python3 bench/knockout.py --reps 8 --arm bf16 --hv 32 64 48 --batch 256 128 32 8 1 \
     --flush 0 20 100 --budget-s 50 --json "$out/sweep-k4-bf16.json" --backends flashinfer \
-    --modules "$V4S" "$NX" --variants "$SHIP:base" next:base next:bv128+late3+mbp5 \
-    next:bv128+late1+mbp6 next:bv128+late1+mbp7 2>&1 |
+    --modules "$V4S" "$NX" --variants "$SHIP:base" next:base next:bv64+late4 next:bv128+late4 \
+    next:bv64+mbp7 2>&1 |
     tee "$out/sweep-k4-bf16.log" | grep -v '^# v' || true
   # where next's time goes now (knock-outs: results wrong on purpose), B=256 and 32, HV=32
   timeout 45 python3 bench/knockout.py --reps 8 --arm serving --hv 32 --batch 256 32 --flush 0 100 \
     --budget-s 36 --json "$out/knockout-k4.json" --modules "$NX" --variants next:base \
-    next:base+no_epi next:base+no_fold next:base+no_proj next:base+no_all next:base+noepisplit \
-    next:bv128+late1+mbp7 next:bv128+late1+mbp7+noepisplit 2>&1 |
+    next:bv64+late4 next:bv64+late4+no_epi next:bv64+late4+no_fold next:bv64+late4+no_proj \
+    next:bv64+late4+no_all next:bv64+mbp7 2>&1 |
     tee "$out/knockout-k4.log" || true
   echo "# h200_run k4 before ncu: $((SECONDS - t_all)) s"
   if ((SECONDS - t_all < ${K4_NCU_BEFORE_S:-240})); then

@@ -68,7 +68,9 @@ CANDIDATES = (
     "bv128+late3+mbp5",
     "bv128+late1+mbp6",
     "bv128+late3+mbp0",  # no launch bound: 80 registers, no spills, 6 CTAs/SM (ptxas_regs.py)
-    "bv128+late1+mbp0",  # next (v6): 89 registers, no spills, 5 CTAs/SM
+    "bv128+late1+mbp0",  # v6 (dropped): 89 registers, no spills, 5 CTAs/SM
+    "bv64+late4",  # next (v7): state staged in smem; 72 registers, no spills, ~39 KB smem: 5/SM
+    "bv128+late4",  # next (v7): 61 registers, no spills, ~61 KB smem: 3 CTAs/SM
     "bv64+mbp7",
     "bv32",
     "bv16",

@@ -42,9 +42,11 @@ def find_ptxas(explicit: str | None) -> str:
     return ptxas
 
 
-def ours_ptx(late: int, T: int, HV: int, dump: Path, kernel: Path | None = None) -> Path:
-    """Compile our kernel file (default: the shipped one; BV=128, serving dtypes) in a subprocess
-    and return its PTX."""
+def ours_ptx(
+    late: int, T: int, HV: int, dump: Path, kernel: Path | None = None, bv: int = 128
+) -> Path:
+    """Compile our kernel file (default: the shipped one; BV rows per CTA, serving dtypes) in a
+    subprocess and return its PTX."""
     dump.mkdir(parents=True, exist_ok=True)
     env = dict(
         os.environ,
@@ -54,7 +56,7 @@ def ours_ptx(late: int, T: int, HV: int, dump: Path, kernel: Path | None = None)
         GDN_UCACHE_LATE=str(late),
         GDN_UCACHE_KERNEL_FILE=str(kernel or ROOT / "kernels/gdn_ucache_flush.py"),
     )
-    variant = json.dumps([[T, 16, HV, 128, "bf16", "fp16", "fp16", 0]])
+    variant = json.dumps([[T, 16, HV, bv, "bf16", "fp16", "fp16", 0]])
     subprocess.run(
         [sys.executable, str(ROOT / "tests/kernels/_compile_variants.py"), variant],
         env=env,
@@ -118,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mbp", nargs="+", type=int, default=[0, 5, 6, 7])
     ap.add_argument("--T", type=int, default=4)
     ap.add_argument("--hv", type=int, default=32)
+    ap.add_argument("--bv", type=int, default=128, choices=(16, 32, 64, 128))
     ap.add_argument("--kernel", type=Path, default=ROOT / "kernels/gdn_ucache_flush.py")
     ap.add_argument("--flashinfer", action="store_true", help="also flashinfer's kernel (B=256)")
     ap.add_argument("--ptxas", default=None)
@@ -129,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for late in args.late:
-            text = ours_ptx(late, args.T, args.hv, work / f"late{late}", args.kernel).read_text()
+            text = ours_ptx(
+                late, args.T, args.hv, work / f"late{late}", args.kernel, args.bv
+            ).read_text()
             for mbp in args.mbp:
                 rows.append({"kernel": args.kernel.name, "late": late, "mbp": mbp}
                             | ptxas_info(ptxas, with_bound(text, mbp), work))  # fmt: skip
@@ -146,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
         lines = [
-            f"# ptxas -v of the kernels (sm_90a, T={args.T}, HV={args.hv}, BV=128, serving dtypes)",
+            f"# ptxas -v of the kernels (sm_90a, T={args.T}, HV={args.hv}, BV={args.bv}, "
+            "serving dtypes)",
             "",
             f"Command: `python {' '.join(sys.argv)}` ({meta['ptxas']})",
             "",

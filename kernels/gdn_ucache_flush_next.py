@@ -1,4 +1,4 @@
-"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v6).
+"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v7).
 
 gdn-ucache's own implementation of the ``gated_delta_rule_mtp_ucache_flush`` contract
 (``/work/shared/research/kernel-spec.md`` section 1) for nvidia-cutlass-dsl 4.8.0. vLLM loads this
@@ -35,10 +35,8 @@ batches get 128 / BV times more CTAs; large batches make one pass over the state
   accurate although the MMA takes 16-bit operands.
 - Window scores kc_j . x and the Gram [k^; q^] . k^ with mma.sync on two warps (same split).
 - Flush fold (w o U_win)[rows, 16] x KC[16, 128] with mma.sync, accumulator initialised with
-  e^{G*} S0 read a second time (an L2 hit: the projection read the tile just before), then
-  written back once with 16-byte stores (optionally with stochastic rounding). The second read
-  (v6) lets the projection's state registers die with the projection, so the fold no longer sets
-  the register peak: late1 + 7 CTAs/SM compiles spill-free (was 80 bytes of spills).
+  e^{G*} S0 from the same registers, then written back once with 16-byte stores (optionally with
+  stochastic rounding).
 - One row per CTA (the default, non-persistent): the cursor-independent loads (q/k rows as 16-byte
   vectors, the v slice, the gates) are issued before the cursors return, and the ring windows and
   the g row go to shared memory by cp.async right after them, so a CTA waits for two dependent
@@ -74,9 +72,14 @@ Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
 
 Instructions: mma.sync, ld/st.global (16-byte vectors), cp.async, shfl, exit; no
 wgmma/tcgen05/TMA, so the same code compiles for sm_90a and sm_100a. Tested on: SM90 (H200:
-v5b, the shipped file this one derives from: conformance 2026-12-03, results/kernel/k5; timed
-against flashinfer 2026-12-04, results/kernel/k7). This next version is compile-checked only.
-SM100 (B200) is compile-checked only (CI builds sm_100a).
+conformance 2026-12-03, results/kernel/k5; timed against flashinfer 2026-12-04,
+results/kernel/k7). SM100 (B200) is compile-checked only (CI builds sm_100a).
+
+v7 (this next version, compile-checked only) = v5b + launch knob late=4: every state tile goes by
+cp.async into shared memory at entry (no registers while in flight, as flashinfer's TMA stage),
+and the projection and the fold read it from there (the fold's re-read is a shared-memory read,
+not v6's L2 miss). ptxas: 72 registers without spills at BV=64 and 61 at BV=128 with no launch
+bound; shared memory (~39 KB at BV=64, ~61 KB at BV=128) then sets the CTAs per SM (5 and 3).
 """
 
 import os
@@ -169,15 +172,22 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         return "bf16" if dt == torch.bfloat16 else "f16"
 
     # ---- register-level helpers (inline PTX; traced inside the kernel) ----------------------
-    def ldg_v4(ptr: Any, again: bool = False) -> tuple:
-        """16 bytes. again: data this thread already loaded once (an L2 hit); its own asm text
-        (.L1::no_allocate), so that the compiler cannot merge it with the first load and keep
-        that one's registers alive."""
-        hint = ".L1::no_allocate" if again else ""
+    def ldg_v4(ptr: Any) -> tuple:
         return cute.arch.inline_ptx(
-            f"ld.global{hint}.v4.b32 {{{{$w0}}, {{$w1}}, {{$w2}}, {{$w3}}}}, [{{$r0}}];",
+            "ld.global.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}];",
             write_only_types=[Int32] * 4,
             read_only_args=[ptr],
+        )
+
+    def lds_v4(ptr: Any, again: bool = False) -> tuple:
+        """16 bytes from shared memory. `again` gives the fold's re-read its own asm string so
+        that the compiler cannot merge it with the projection's read (which would keep the 32
+        state words alive from the projection through the fold: the v5b register peak)."""
+        tag = " // again" if again else ""
+        return cute.arch.inline_ptx(
+            "ld.shared.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}];" + tag,
+            write_only_types=[Int32] * 4,
+            read_only_args=[ptr.toint()],
         )
 
     def stg_v4(ptr: Any, w: list) -> None:
@@ -481,12 +491,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         c4: Any,
         skip: bool,
         live: Any = None,
-        again: bool = False,
     ) -> list:
         """16-byte loads of this thread's A fragments of state tile warp + 4 ti (rows g4, g4 + 8;
         columns c4*8 + 32 i + 0..7). Warps without a tile (BV < 64) load a duplicate tile. With
-        `live`, the loads are predicated on it (zeros otherwise); `again`: the fold's re-read of
-        a tile the projection already used (ldg_v4's `again`)."""
+        `live`, the loads are predicated on it (zeros otherwise)."""
         tile_ld = (warp + 4 * ti) % ntile
         sa_t = []
         for rr in range(2):
@@ -496,13 +504,56 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 if skip:
                     chunks.append((Int32(0),) * 4)
                 elif live is None:
-                    chunks.append(ldg_v4(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32), again))
+                    chunks.append(ldg_v4(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32)))
                 else:
                     chunks.append(
                         ldg_v4_if(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32), live)
                     )
             sa_t.append(chunks)
         return sa_t
+
+    def stage_state_tiles(
+        st_head: Any,
+        stage: Any,
+        v0: Any,
+        warp: Any,
+        tid: Any,
+        ntile: int,
+        tiles: int,
+        g4: Any,
+        c4: Any,
+        live: Any,
+        skip: bool,
+    ) -> None:
+        """v7: cp.async of this thread's chunks of its state tiles (the same 16-byte chunks
+        load_state_tile reads) into its own slots of `stage` (Int32 words); no registers while
+        in flight. Chunk (ti, rr, i) of thread tid lives at word 4 * ((ti * 8 + rr * 4 + i) *
+        THREADS + tid): a quarter-warp reads 128 consecutive bytes (conflict-free). Pad rows
+        (live false) zero-fill from slot 0's in-bounds addresses. Commits its own group."""
+        if not skip:
+            for ti in range(tiles):
+                tile_ld = (warp + 4 * ti) % ntile
+                for rr in range(2):
+                    rp0 = st_head + Int64((v0 + tile_ld * 16 + g4 + 8 * rr) * K_DIM + c4 * 8)
+                    for i in range(4):
+                        cp_async16(
+                            stage + 4 * ((ti * 8 + rr * 4 + i) * THREADS + tid),
+                            cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32),
+                            live,
+                        )
+        cute.arch.cp_async_commit_group()
+
+    def read_staged_tile(stage: Any, tid: Any, ti: int, skip: bool, again: bool = False) -> list:
+        """The A fragments of tile ti from this thread's stage slots (layout of load_state_tile)."""
+        return [
+            [
+                (Int32(0),) * 4
+                if skip
+                else lds_v4(stage + 4 * ((ti * 8 + rr * 4 + i) * THREADS + tid), again)
+                for i in range(4)
+            ]
+            for rr in range(2)
+        ]
 
     def prefetch_state_tiles(
         pool: Any,
@@ -787,8 +838,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # live through the prologue; their latency overlaps the first tile's MMAs)
             # late=3: one deferred tile, loaded only after the previous tile's projection and fold
             # (fewest live registers; its load latency is then exposed)
+            # late=4 (v7): every state tile goes by cp.async into shared memory at entry (no
+            # registers in flight, like flashinfer's TMA stage); the projection and the fold
+            # read it from there, so no state register lives across the prologue or the fold
+            assert not (late == 4 and persist), "late4 (staged state) is one row per CTA"
+            self.ssm = late == 4
             self.late_seq = late == 3
-            self.late = min(1 if late == 3 else late, self.TILES_PER_WARP)
+            self.late = 0 if self.ssm else min(1 if late == 3 else late, self.TILES_PER_WARP)
             self.mbp = mbp
             # persistent CTAs: grid z = nprog < B programs, each walking rows z0, z0 + nprog, ...
             # and prefetching the next row's cursors and state tiles during the current row
@@ -962,7 +1018,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             g4 = lane // 4
             c8 = (tid % 16) * 8  # vec_qk: this thread's 8 elements of its [k; q] row
             c4 = lane % 4
-            n_early = self.TILES_PER_WARP - self.late
+            n_early = 0 if self.ssm else self.TILES_PER_WARP - self.late
             skip_state = "state" in self.skip
 
             smem = SmemAllocator()
@@ -1020,6 +1076,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
             vs = cute.make_tensor(
                 smem.allocate_array(Float32, T * VSS, byte_alignment=16), cute.make_layout(T * VSS)
+            )
+            # v7 (late4): this CTA's state tiles, 32 words per thread per tile (BV x 128 x 2 B)
+            stage = smem.allocate_array(
+                Int32, self.TILES_PER_WARP * 32 * THREADS if self.ssm else 4, byte_alignment=16
             )
 
             # The three cursors are [B] tensors (real for pad rows too): load them together.
@@ -1113,6 +1173,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 issue_windows(
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
                     kc16, uw16, graw, BV, KPW,
+                )  # fmt: skip
+            if cutlass.const_expr(self.ssm):
+                # after the windows' group, so that the prologue can wait for the windows alone
+                stage_state_tiles(
+                    st_head0, stage, v0, warp, tid, self.NTILE, self.TILES_PER_WARP, g4, c4,
+                    slot >= Int32(0), skip_state,
                 )  # fmt: skip
             kpk_pre = []
             if cutlass.const_expr(self.early):
@@ -1365,7 +1431,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 )
 
                     if cutlass.const_expr(self.early):
-                        cute.arch.cp_async_wait_group(0)  # the windows and the g row (entry)
+                        # the windows and the g row (entry); v7: the state group may still fly
+                        cute.arch.cp_async_wait_group(1 if self.ssm else 0)
                     cute.arch.sync_threads()
                     if cutlass.const_expr(self.early):
                         # G* (0 for an empty window), the window weights w_j = e^{G* - g_j} (read
@@ -1514,7 +1581,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 mmat[s_ * T + lane] = m_s
 
                     # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ---------
-                    if cutlass.const_expr(not self.late_seq):
+                    if cutlass.const_expr(self.ssm):
+                        # this thread's own staged chunks have landed (no barrier: each thread
+                        # reads only the chunks it copied)
+                        cute.arch.cp_async_wait_group(0)
+                    if cutlass.const_expr(not self.late_seq and not self.ssm):
                         for ti in cutlass.range_constexpr(n_early, self.TILES_PER_WARP):
                             sa_tiles.append(
                                 load_state_tile(
@@ -1539,7 +1610,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         if tile < self.NTILE:
                             lr0 = tile * 16 + g4
                             rows = (lr0, lr0 + 8)
-                            if cutlass.const_expr(self.late_seq and ti >= n_early):
+                            if cutlass.const_expr(self.ssm):
+                                sa = read_staged_tile(stage, tid, ti, skip_state)
+                            elif cutlass.const_expr(self.late_seq and ti >= n_early):
                                 sa = load_state_tile(
                                     st_head, v0, warp, ti, self.NTILE, g4, c4, skip_state
                                 )
@@ -1583,15 +1656,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         ds[lr * DSP + n] = d[e]
 
                             if is_flush and cutlass.const_expr("fold" not in self.skip):
-                                # A = (w_j u_j)[row, j] rounded to the ring dtype; C = e^{G*} S0
-                                # from a second read of the tile (L2-hot: the projection read it
-                                # a moment ago), so that the projection's state registers die
-                                # with the projection on every row: the fold no longer sets the
-                                # register peak of verify rows (bench/ptxas_regs.py)
-                                sa = load_state_tile(
-                                    st_head, v0, warp, ti, self.NTILE, g4, c4, skip_state,
-                                    again=True,
-                                )  # fmt: skip
+                                # A = (w_j u_j)[row, j] rounded to the ring dtype; C = e^{G*} S0.
                                 afold = []
                                 for rr_j in cutlass.range_constexpr(4):
                                     fr = rr_j % 2
@@ -1605,6 +1670,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         )
                                     )
                                 newc = [[[None] * 4 for _ in range(4)] for _ in range(2)]
+                                if cutlass.const_expr(self.ssm):  # re-read: shared, not L2
+                                    sa = read_staged_tile(stage, tid, ti, skip_state, True)
                                 for t16 in cutlass.range_constexpr(16):
                                     fi, fw = t16 // 4, t16 % 4
                                     bff = [kb[(t16 * 2) * 32 + lane], kb[(t16 * 2 + 1) * 32 + lane]]
@@ -1693,10 +1760,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     # fp32 operand enters as a hi + lo pair; the solve MMAs use bf16 (fp32 range).
                     if cutlass.const_expr("epi" not in self.skip):
                         bf = torch.bfloat16
-                        # the lo halves of the fp32 operands (skip "episplit": hi only, one MMA
-                        # instead of two or three; an experiment: flashinfer-level rounding of
-                        # R, M, C and SW, so it must pass conformance before it may ship)
-                        lo_terms = "episplit" not in self.skip
                         r0_ = 2 * c4
                         r0c = cutlass.min(r0_, Int32(T - 1))
                         r1c = cutlass.min(r0_ + 1, Int32(T - 1))
@@ -1778,10 +1841,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         cutlass.select_(n_d < NX, eg_star * d_e, Float32(0.0))
                                     )
                                 hxc = mma16816(self.ring, ua, [b_sw[nt][0][0], b_sw[nt][1][0]], hxc)
-                                if cutlass.const_expr(lo_terms):
-                                    hxc = mma16816(
-                                        self.ring, ua, [b_sw[nt][0][1], b_sw[nt][1][1]], hxc
-                                    )
+                                hxc = mma16816(self.ring, ua, [b_sw[nt][0][1], b_sw[nt][1][1]], hxc)
                                 acc.append(hxc)
                             # residuals (k columns) and e^{gamma} HX_q (q columns) of n-tile 0
                             res = []
@@ -1795,13 +1855,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 cq.append(cutlass.select_(q_side, egs * acc[0][e], Float32(0.0)))
                             ra = [split2(res[0], res[1], bf), split2(res[2], res[3], bf)]
                             dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[0], zero], cq)
-                            if cutlass.const_expr(lo_terms):
-                                dd = mma16816(
-                                    bf, [ra[0][1], ra[1][1], zero, zero], [b_m[0], zero], dd
-                                )
-                                dd = mma16816(
-                                    bf, [ra[0][0], ra[1][0], zero, zero], [b_m[1], zero], dd
-                                )
+                            dd = mma16816(bf, [ra[0][1], ra[1][1], zero, zero], [b_m[0], zero], dd)
+                            dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[1], zero], dd)
                             # U (k columns only) as the A operand of the output MMA
                             uu = [
                                 cutlass.select_(cols[e % 2][0], dd[e], Float32(0.0))
@@ -1822,19 +1877,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 oo = mma16816(
                                     bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][0], zero], cin
                                 )
-                                if cutlass.const_expr(lo_terms):
-                                    oo = mma16816(
-                                        bf,
-                                        [ua2[0][1], ua2[1][1], zero, zero],
-                                        [b_c[nt][0], zero],
-                                        oo,
-                                    )
-                                    oo = mma16816(
-                                        bf,
-                                        [ua2[0][0], ua2[1][0], zero, zero],
-                                        [b_c[nt][1], zero],
-                                        oo,
-                                    )
+                                oo = mma16816(
+                                    bf, [ua2[0][1], ua2[1][1], zero, zero], [b_c[nt][0], zero], oo
+                                )
+                                oo = mma16816(
+                                    bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][1], zero], oo
+                                )
                                 fin.append(oo)
                             for nt in cutlass.range_constexpr(NXP // 8):
                                 for e in cutlass.range_constexpr(4):
@@ -1947,6 +1995,13 @@ def compile_variant(
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
     """
+    if os.environ.get("GDN_UCACHE_LATE"):
+        late = int(os.environ["GDN_UCACHE_LATE"])
+    if late == 4 and persist:
+        raise ValueError(
+            "late=4 (state staged in shared memory) runs one row per CTA: unset GDN_UCACHE_LATE or "
+            "set GDN_UCACHE_PERSIST=0"
+        )
     import cuda.bindings.driver as cuda_drv
     import cutlass
     import cutlass.cute as cute

@@ -255,6 +255,36 @@ def test_compile_sm90a_variants(tmp_path: Path, path: Path) -> None:
     print(f"sm_90a compile seconds per variant: {timings}")
 
 
+def _stages_state(path: Path) -> bool:
+    # v7 and later: launch knob late=4 stages the state tiles in shared memory
+    return "def stage_state_tiles(" in path.read_text()
+
+
+@pytest.mark.skipif(not NEXT.exists() or not _stages_state(NEXT), reason="no staged-state next")
+def test_staged_state_compiles_to_shared_reads(tmp_path: Path) -> None:
+    """late=4: the state goes global -> shared by cp.async and comes back with ld.shared.v4, the
+    fold's re-read under its own asm string (so it is not merged with the projection's read); at
+    T=8 BV=128 too (two tiles per warp)."""
+    variants = [
+        [4, 16, 32, 64, "bf16", "fp16", "fp16", 0, 4],
+        [8, 16, 48, 128, "bf16", "bf16", "bf16", 1, 4],
+    ]
+    timings, ptx = _compile("sm_90a", variants, tmp_path, NEXT)
+    assert len(timings) == 2
+    assert "ld.shared.v4.b32" in ptx and "// again" in ptx
+    # the prologue waits for the windows' group alone
+    assert re.search(r"cp\.async\.wait_group\s+1;", ptx)
+    _portable(ptx)
+
+
+@pytest.mark.skipif(not NEXT.exists() or not _stages_state(NEXT), reason="no staged-state next")
+def test_staged_state_refuses_persistent_ctas(monkeypatch: pytest.MonkeyPatch) -> None:
+    knext = _load({}, "gdnu_cpu_next_late4", NEXT)
+    monkeypatch.setenv("GDN_UCACHE_LATE", "4")
+    with pytest.raises(ValueError, match="GDN_UCACHE_PERSIST=0"):
+        knext.compile_variant(4, 16, 32, 128, persist=True)
+
+
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.stem)
 def test_compile_sm100a(tmp_path: Path, path: Path) -> None:
     variants = [[4, 16, 32, 64, "bf16", "fp16", "fp16", 0]]
