@@ -39,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections import Counter
@@ -102,8 +103,6 @@ def thread_cpu_snapshot() -> tuple[float, float, dict[int, tuple[str, float]]]:
     """(wall, process CPU seconds, {tid: (thread name, CPU seconds)}) of this process, from
     /proc/self/task/*/stat (utime + stime); threads of native libraries included. A thread that
     ended within the phase counts in the process's CPU seconds only."""
-    import threading
-
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     # Python's thread names (the kernel's comm is "python" for them before 3.14)
     py_names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}

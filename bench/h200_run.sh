@@ -71,8 +71,8 @@ k4)
   GDN_UCACHE_LATE=4 GDN_UCACHE_BV=64 GDN_UCACHE_MBP=0 setsid timeout 80 python3 \
     tests/conformance/run_gpu_suite.py --out "$out/suite-k4-late4" --backends ours \
     --arms serving,bf16 --deadline-s 60 --jobs 4 --max-steps 300 >"$out/suite-k4-late4.log" 2>&1 &
-  epi_pid=$!
-  pids=("$suite_pid" "$epi_pid")
+  late4_pid=$!
+  pids=("$suite_pid" "$late4_pid")
   parts=("candidate and serving" "candidate and bf16"
     "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
     "compact_gqa or vllm_layout or persistent or forced_bv128_t8 or scalar_qk")
@@ -92,7 +92,7 @@ k4)
   fi
   for pid in "${pids[@]}"; do wait "$pid" || true; done
   kill -- -"$suite_pid" 2>/dev/null || true
-  kill -- -"$epi_pid" 2>/dev/null || true
+  kill -- -"$late4_pid" 2>/dev/null || true
   tail -3 "$out/suite-k4.log"
   echo "== late4 (bv64, no bound):"; tail -2 "$out/suite-k4-late4.log"
   for f in "$out"/conformance-*.log; do

@@ -52,8 +52,6 @@ VARIANTS = {
     "no_fold": {"GDN_UCACHE_SKIP": "fold"},
     "no_all": {"GDN_UCACHE_SKIP": "state,proj,epi,fold"},
     "scalarqk": {"GDN_UCACHE_VEC_QK": "0"},
-    # next only: the epilogue's fp32 operands as hi parts only (one MMA, not two or three)
-    "noepisplit": {"GDN_UCACHE_SKIP": "episplit"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only

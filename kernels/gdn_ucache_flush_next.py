@@ -481,6 +481,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             read_only_args=[ptr, cutlass.select_(live, Int32(1), Int32(0))],
         )
 
+    def state_chunk(
+        st_head: Any, v0: Any, warp: Any, ti: int, ntile: int, g4: Any, c4: Any, rr: int, i: int
+    ) -> Any:
+        """This thread's 16-byte chunk (rr, i) of state tile warp + 4 ti: row g4 + 8 rr, columns
+        c4*8 + 32 i + 0..7 (its mma.sync A fragment words). Warps without a tile (BV < 64)
+        address a duplicate tile."""
+        tile_ld = (warp + 4 * ti) % ntile
+        row = st_head + Int64((v0 + tile_ld * 16 + g4 + 8 * rr) * K_DIM + c4 * 8 + 32 * i)
+        return cute.recast_ptr(row, dtype=Int32)
+
     def load_state_tile(
         st_head: Any,
         v0: Any,
@@ -495,22 +505,24 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         """16-byte loads of this thread's A fragments of state tile warp + 4 ti (rows g4, g4 + 8;
         columns c4*8 + 32 i + 0..7). Warps without a tile (BV < 64) load a duplicate tile. With
         `live`, the loads are predicated on it (zeros otherwise)."""
-        tile_ld = (warp + 4 * ti) % ntile
         sa_t = []
         for rr in range(2):
-            rp0 = st_head + Int64((v0 + tile_ld * 16 + g4 + 8 * rr) * K_DIM + c4 * 8)
             chunks = []
             for i in range(4):
+                ptr = state_chunk(st_head, v0, warp, ti, ntile, g4, c4, rr, i)
                 if skip:
                     chunks.append((Int32(0),) * 4)
                 elif live is None:
-                    chunks.append(ldg_v4(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32)))
+                    chunks.append(ldg_v4(ptr))
                 else:
-                    chunks.append(
-                        ldg_v4_if(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32), live)
-                    )
+                    chunks.append(ldg_v4_if(ptr, live))
             sa_t.append(chunks)
         return sa_t
+
+    def stage_slot(stage: Any, tid: Any, ti: int, rr: int, i: int) -> Any:
+        """Chunk (ti, rr, i) of thread tid in the state stage (Int32 words): a quarter-warp's
+        chunks are 128 consecutive bytes (conflict-free 16-byte shared loads)."""
+        return stage + 4 * ((ti * 8 + rr * 4 + i) * THREADS + tid)
 
     def stage_state_tiles(
         st_head: Any,
@@ -527,18 +539,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
     ) -> None:
         """v7: cp.async of this thread's chunks of its state tiles (the same 16-byte chunks
         load_state_tile reads) into its own slots of `stage` (Int32 words); no registers while
-        in flight. Chunk (ti, rr, i) of thread tid lives at word 4 * ((ti * 8 + rr * 4 + i) *
-        THREADS + tid): a quarter-warp reads 128 consecutive bytes (conflict-free). Pad rows
-        (live false) zero-fill from slot 0's in-bounds addresses. Commits its own group."""
+        in flight (slots: stage_slot). Pad rows (live false) zero-fill from slot 0's in-bounds
+        addresses. Commits its own group."""
         if not skip:
             for ti in range(tiles):
-                tile_ld = (warp + 4 * ti) % ntile
                 for rr in range(2):
-                    rp0 = st_head + Int64((v0 + tile_ld * 16 + g4 + 8 * rr) * K_DIM + c4 * 8)
                     for i in range(4):
                         cp_async16(
-                            stage + 4 * ((ti * 8 + rr * 4 + i) * THREADS + tid),
-                            cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32),
+                            stage_slot(stage, tid, ti, rr, i),
+                            state_chunk(st_head, v0, warp, ti, ntile, g4, c4, rr, i),
                             live,
                         )
         cute.arch.cp_async_commit_group()
@@ -547,9 +556,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         """The A fragments of tile ti from this thread's stage slots (layout of load_state_tile)."""
         return [
             [
-                (Int32(0),) * 4
-                if skip
-                else lds_v4(stage + 4 * ((ti * 8 + rr * 4 + i) * THREADS + tid), again)
+                (Int32(0),) * 4 if skip else lds_v4(stage_slot(stage, tid, ti, rr, i), again)
                 for i in range(4)
             ]
             for rr in range(2)
@@ -841,7 +848,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # late=4 (v7): every state tile goes by cp.async into shared memory at entry (no
             # registers in flight, like flashinfer's TMA stage); the projection and the fold
             # read it from there, so no state register lives across the prologue or the fold
-            assert not (late == 4 and persist), "late4 (staged state) is one row per CTA"
             self.ssm = late == 4
             self.late_seq = late == 3
             self.late = 0 if self.ssm else min(1 if late == 3 else late, self.TILES_PER_WARP)
@@ -2014,8 +2020,6 @@ def compile_variant(
         mbp = int(os.environ["GDN_UCACHE_MBP"])
     mbp = int(mbp or 0)  # launch bounds (min CTAs per SM); > 0 needs the GPU at compile time
     bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
-    if os.environ.get("GDN_UCACHE_LATE"):
-        late = int(os.environ["GDN_UCACHE_LATE"])
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     key = (
         "ucache-gdnu-v1",
