@@ -2039,36 +2039,19 @@ def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
     return 16
 
 
-# Launch configurations measured fastest on the H200 per (HV, B) at T=4 (bench/knockout.py
-# `report --module next` over the k5 sweep, results/kernel/k5/next.md: the smallest worst ratio to
-# flashinfer over 0 / 20 / 100 % flush). Each entry is a '+'-joined knob string as in
+# Launch configurations measured fastest on the H200 per (HV, B) at T=4: bench/knockout.py
+# `choose` (the smallest mean ratio to flashinfer over 0 / 20 / 100 % flush) over the k5 and
+# v7-k4 sweeps (results/kernel/{k5,v7-k4}/sweep-k4-serving.json); both agree that bv128+late3+mbp5
+# is best or within 0.5 % at every (HV, B >= 8). Each entry is a '+'-joined knob string as in
 # bench/knockout.py (bv = rows per CTA, mbp = launch bounds in CTAs/SM, late = state tiles loaded
 # at the projection, persist = persistent CTAs per SM, pf = prefetch level); only configurations
 # that passed conformance on the H200 in the serving and bf16 arms are listed. late3 alone
-# compiles to 80 registers; its launch bound of 5 lets ptxas use 96, spill-free (5 CTAs/SM);
-# late1+mbp6 trades 64 bytes of spill for 6 (bench/ptxas_regs.py, results/kernel/ptxas).
+# compiles to 80 registers; its launch bound of 5 lets ptxas use 96, spill-free (5 CTAs/SM)
+# (bench/ptxas_regs.py, results/kernel/ptxas). B=1 is latency-bound (7-9 us at any config).
 _TUNED_T4: dict[int, dict[int, str]] = {
-    32: {
-        1: "bv32",
-        8: "bv128+late3+mbp5",
-        32: "bv128+late3+mbp5",
-        128: "bv128+late3+mbp5",
-        256: "bv128+late3+mbp5",
-    },
-    48: {
-        1: "bv128",
-        8: "bv128+late1+mbp6",
-        32: "bv128+late1+mbp6",
-        128: "bv128+late1+mbp6",
-        256: "bv128+late1+mbp6",
-    },
-    64: {
-        1: "bv128",
-        8: "bv128+late3+mbp5",
-        32: "bv128+late3+mbp5",
-        128: "bv128+late3+mbp5",
-        256: "bv128+late1+mbp6",
-    },
+    32: {1: "bv32", 8: "bv128+late3+mbp5"},
+    48: {1: "bv128", 8: "bv128+late3+mbp5"},
+    64: {1: "bv128", 8: "bv128+late3+mbp5"},
 }
 _KNOB_ENV = (
     "GDN_UCACHE_BV",

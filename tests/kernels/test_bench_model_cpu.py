@@ -136,3 +136,23 @@ def test_tuned_tables_use_only_conformance_candidates(which: str, kmod, knext) -
     for hv, row in mod._TUNED_T4.items():
         for b, name in row.items():
             assert name in CANDIDATES, f"{which} _TUNED_T4[{hv}][{b}] = {name!r} is not a candidate"
+
+
+def test_choose_takes_the_smallest_mean_ratio_over_flush_levels() -> None:
+    # a: 2 % faster than b verify-only, 8 % slower all-flush (v7-k4, HV=64 B=256): b wins on the
+    # mean even though its worst ratio (verify-only) is the larger one.
+    from bench.knockout import choose
+
+    def row(flush: int, fi: float, a: float, b: float) -> dict:
+        us = {"flashinfer:base": fi, "next:a": a, "next:b": b, "next:no_all": 1.0}
+        return {"HV": 64, "B": 256, "flush_pct": flush, "us": us}
+
+    rows = [
+        row(0, 171.0, 184.0, 187.0),
+        row(20, 214.0, 214.0, 208.0),
+        row(100, 411.0, 355.0, 328.0),
+    ]
+    assert choose(rows, "next", exclude=("no_all",)) == {(64, 256): "b"}
+    # a tie on the mean goes to the faster one at 20 % flush
+    tie = [row(0, 100.0, 100.0, 110.0), row(20, 100.0, 110.0, 100.0)]
+    assert choose(tie, "next", exclude=("no_all",)) == {(64, 256): "b"}
