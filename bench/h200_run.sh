@@ -28,6 +28,12 @@
 #                                  # 5.3 us in h200-probe.md is warm). Session 6 ran it with
 #                                  # K7_SHIPPED=v5 (then shipped) and K7_OTHER=v5b=.gpu/v5b.py
 #                                  # (results/kernel/k7/v5-v5b-k7.*); one archive kernel-k7.tar.gz
+#   bash bench/h200_run.sh k8      # <= 240 s (planned in session 8): where the shipped kernel's
+#                                  # time goes and how close each part streams to HBM speed:
+#                                  # knock-outs of the table config incl. `stream` (state loads
+#                                  # only) vs flashinfer in one process, then Nsight Compute with
+#                                  # DRAM throughput of ours, flashinfer and ours' stream-only
+#                                  # build; one archive kernel-k8.tar.gz
 #   bash bench/h200_run.sh conformance|bench|sr|all [extra bench args...]   (session-1 modes)
 set -euo pipefail
 mode=${1:-all}
@@ -142,6 +148,46 @@ k4)
     fi
   fi
   tar -czf "$out/../kernel-k4.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k8)
+  # 1. timing decomposition in one process (results wrong on purpose in the knock-outs): next is
+  #    the shipped code at late != 4, base = the shipped table's config; stream = the state loads
+  #    alone, no_all = everything but the state (cursors, windows, activations, prologue, stores)
+  NX=next=kernels/gdn_ucache_flush_next.py
+  t0=$SECONDS
+  timeout 110 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 32 \
+    --flush 0 100 --budget-s 95 --json "$out/knockout-k8.json" --backends flashinfer \
+    --modules "$NX" --variants next:base next:base+stream next:base+no_all next:base+no_proj \
+    next:base+no_epi next:base+no_fold next:bv128+late3+mbp0+stream next:bv128+late4+stream \
+    next:bv64+late4+stream 2>&1 | tee "$out/knockout-k8.log" | grep -v '^# v' || true
+  echo "# knock-outs wall $((SECONDS - t0)) s"
+  # 2. Nsight Compute: ours (shipped, table config) and flashinfer, then ours' stream-only build
+  t0=$SECONDS
+  metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
+  dram=dram__bytes.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct
+  raw="$metrics,$dram,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active"
+  raw="$raw,launch__registers_per_thread,launch__occupancy_limit_registers"
+  for run in main stream; do
+    skip=""; backends=(ours flashinfer)
+    if [[ $run == stream ]]; then skip=proj,epi,fold,sink; backends=(ours); fi
+    GDN_UCACHE_OURS_MODULE=kernels/gdn_ucache_flush_next.py GDN_UCACHE_SKIP=$skip timeout 80 \
+      ncu --clock-control none --profile-from-start off --nvtx --print-nvtx-rename kernel \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section SchedulerStats --section MemoryWorkloadAnalysis --metrics "$metrics,$dram" \
+      -o "$out/ncu-k8-$run" -f python3 bench/ncu_profile.py --backends "${backends[@]}" \
+      --hv 32 --batch 256 32 --flush 0 20 >"$out/ncu-k8-$run.log" 2>&1 || echo "# ncu $run rc=$?"
+    if [[ -f $out/ncu-k8-$run.ncu-rep ]]; then
+      ncu -i "$out/ncu-k8-$run.ncu-rep" --page details --print-nvtx-rename kernel \
+        >"$out/ncu-k8-$run-details.txt" 2>&1 || true
+      ncu -i "$out/ncu-k8-$run.ncu-rep" --page raw --csv --print-nvtx-rename kernel \
+        --metrics "$raw" >"$out/ncu-k8-$run-raw.csv" 2>&1 || true
+      echo "== ncu $run"; python3 bench/ncu_summary.py "$out/ncu-k8-$run-raw.csv" || true
+    else
+      tail -5 "$out/ncu-k8-$run.log"
+    fi
+  done
+  echo "# ncu wall $((SECONDS - t0)) s; h200_run k8: wall $((SECONDS - t_all)) s"
+  tar -czf "$out/../kernel-k8.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 k6)
   t0=$SECONDS

@@ -51,6 +51,9 @@ VARIANTS = {
     "no_epi": {"GDN_UCACHE_SKIP": "epi"},
     "no_fold": {"GDN_UCACHE_SKIP": "fold"},
     "no_all": {"GDN_UCACHE_SKIP": "state,proj,epi,fold"},
+    # the state tiles are loaded (and kept alive by one predicated store each) but no math runs:
+    # what streaming the state costs at this launch config, next to no_all (everything else)
+    "stream": {"GDN_UCACHE_SKIP": "proj,epi,fold,sink"},
     "scalarqk": {"GDN_UCACHE_VEC_QK": "0"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU

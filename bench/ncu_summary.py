@@ -17,6 +17,10 @@ COLUMNS = {
     "warps%": "sm__warps_active.avg.pct_of_peak_sustained_active",
     "regs": "launch__registers_per_thread",
     "ctas/SM(reg)": "launch__occupancy_limit_registers",
+    # how close to HBM bandwidth the launch streams (k8): '-' where the export lacks the metric
+    "dram%": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram MB": "dram__bytes.sum",
+    "L2 hit%": "lts__t_sector_hit_rate.pct",
 }
 
 
@@ -45,6 +49,9 @@ def summarize(path: Path) -> list[str]:
             if v is not None and metric == "gpu__time_duration.sum":
                 unit = units[i].strip().lower()
                 v = v / 1000 if unit == "nsecond" else v * 1000 if unit == "msecond" else v
+            if v is not None and metric == "dram__bytes.sum":
+                unit = units[i].strip().lower()
+                v = v * {"byte": 1e-6, "kbyte": 1e-3, "gbyte": 1e3}.get(unit, 1.0)
             cells.append("-" if v is None else f"{v:.4g}")
         stalls = []
         for name, i in col.items():

@@ -292,3 +292,29 @@ def test_compile_sm100a(tmp_path: Path, path: Path) -> None:
         variants.append([4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 1, 1, 2])
     timings, ptx = _compile("sm_100a", variants, tmp_path, path)
     _portable(ptx)
+
+
+def _has_sink(path: Path) -> bool:
+    return "def sink_if_magic(" in path.read_text()
+
+
+@pytest.mark.skipif(not NEXT.exists() or not _has_sink(NEXT), reason="no sink knock-out in next")
+def test_stream_knockout_keeps_the_state_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench/knockout.py's `stream` variant (GDN_UCACHE_SKIP=proj,epi,fold,sink): the math is
+    gone but every state word reaches the predicated magic store, so ptxas cannot drop the loads
+    (register and shared-memory state paths)."""
+    monkeypatch.setenv("GDN_UCACHE_SKIP", "proj,epi,fold,sink")
+    # (one compile per variant: they share the PTX file name); BV=128 late3 has two tiles per
+    # warp (two sinks), BV=64 late4 one
+    for n, variant in enumerate(
+        (
+            [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 3],
+            [4, 16, 32, 64, "bf16", "fp16", "fp16", 0, 4],
+        )
+    ):
+        dump = tmp_path / str(n)
+        dump.mkdir()
+        _, ptx = _compile("sm_90a", [variant], dump, NEXT)
+        assert ptx.count("setp.eq.s32 pm, ") == (2 if n == 0 else 1)

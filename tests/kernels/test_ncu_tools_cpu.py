@@ -48,3 +48,17 @@ def test_profile_driver_refuses_without_cuda() -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2 and "needs CUDA" in proc.stderr
+
+
+def test_summary_dram_columns_in_megabytes(tmp_path: Path) -> None:
+    path = tmp_path / "raw.csv"
+    path.write_text(
+        '"ID","Kernel Name","dram__throughput.avg.pct_of_peak_sustained_elapsed",'
+        '"dram__bytes.sum","lts__t_sector_hit_rate.pct"\n'
+        '"","","%","Gbyte","%"\n'
+        '"0","ours/HV32/B256/f0","81.5","0.3712","12.5"\n'
+        '"1","flashinfer/HV32/B256/f0","90","0.3712","1"\n'
+    )
+    lines = summarize(path)
+    assert "| 81.5 | 371.2 | 12.5 |" in lines[2]
+    assert "| 90 | 371.2 | 1 |" in lines[3]
