@@ -13,14 +13,19 @@
 #           repeats only the backends without an ok result; E2E_S4_REJECT_BACKENDS overrides the
 #           list, e.g. native,ucache_flashinfer,replay_triton on a fresh host when ucache_ours was
 #           measured in an earlier call)
-#   agree   speed sweep at the agree level: native, ucache_ours (the shipped kernel), replay_triton
-#           (session 3 measured the agree level with an older kernel and without replay_triton)
+#   agree   speed sweep at the agree level: $E2E_S4_AGREE_BACKENDS (default nospec,native,
+#           ucache_ours,ucache_flashinfer,replay_triton; resumes like reject: a re-run repeats only
+#           the backends without an ok result; files e2e-speed-<model>-agree*)
 #   triton  replay_triton speed row at the agree level only (cut by the deadline in session 3)
 #   probe   bench/e2e_probe.py: why ucache_flashinfer runs at ~0.55x native (results/e2e/README.md);
 #           backends $E2E_S4_PROBE_BACKENDS (default ucache_flashinfer,ucache_ours,native;
 #           native last: the deadline cuts it first; it shows whether native steps are graphed)
-# E2E_S4_MODEL: the model of every step (default geom-35b; geom-35b-deep is the 40-layer one; its
-# result files are named e2e-speed-geom-35b-deep-reject..., probe-geom-35b-deep-s4...).
+# A speed or probe step whose checkpoint is not in $E2E_MODELS_DIR (no models step in this call or
+# an earlier one on the same host) is skipped with a line naming the models step, and the script
+# exits 3 at the end (session 8 ran `probe` alone and got FileNotFoundError .../-agree/config.json).
+# E2E_S4_MODEL: the model of every step (default geom-35b; geom-35b-deep is the 40-layer one,
+# geom-27b-deep the 12-layer 27B geometry; result files carry the name, e.g.
+# e2e-speed-geom-35b-deep-reject..., probe-geom-35b-deep-s4...).
 # E2E_S4_MAX_TOKENS: output tokens of every timed speed run (bench/e2e.py --speed-max-tokens;
 # default: bench/e2e.py's, 128), e.g. 512 for runs long enough to average the host's noise.
 # Budget: BUDGET_S seconds of wall time from the script's start (default 540); pass what the call
@@ -65,6 +70,16 @@ fi
 left() { echo $((budget - ($(date +%s) - start))); }
 log() { echo "[s4 $(($(date +%s) - start))s, $(left)s left] $*"; }
 
+unbuilt=0 # steps skipped for a checkpoint that is not built: exit 3 at the end
+# built CHECKPOINT STEP: true when the models step built CHECKPOINT (construction.json is written
+# last); otherwise says which step builds it.
+built() {
+  [[ ! -f $models/$1/construction.json ]] || return 0
+  log "$2: skipped ($models/$1 not built: run the models step first, e.g. steps 'models $2')"
+  unbuilt=1
+  return 1
+}
+
 pack() { # Python's tarfile: no reliance on an xz binary on the host
   python3 - "$work" "$out/e2e-s4.tar.xz" <<'PY' || echo "pack failed" >&2
 import os, sys, tarfile
@@ -94,12 +109,13 @@ print(",".join(b for b in wanted if b not in ok))
 PY
 }
 
-# speed NAME CHECKPOINT BACKENDS: one bench/e2e.py speed run for the backends still missing.
+# speed NAME CHECKPOINT BACKENDS STEP: one bench/e2e.py speed run for the backends still missing.
 speed() {
   local name=$1 checkpoint=$2 todo n
   todo=$(missing "$work/e2e/$name" "$checkpoint" "$3")
   if [[ -z $todo ]]; then log "$name: done in an earlier call"; return; fi
   if (($(left) < reserve + 90)); then log "$name: skipped ($todo; no time left)"; return; fi
+  built "$checkpoint" "$4" || return 0
   n=$(find "$work/e2e" -maxdepth 1 -name "$name*.json" | wc -l)
   [[ $n -eq 0 ]] || name=$name-$((n + 1))
   log "$name: $todo"
@@ -134,10 +150,13 @@ for step in "${steps[@]}"; do
       ;;
     reject)
       speed "e2e-speed$tag-reject" "$model-reject" \
-        "${E2E_S4_REJECT_BACKENDS:-native,ucache_ours,ucache_flashinfer,replay_triton}"
+        "${E2E_S4_REJECT_BACKENDS:-native,ucache_ours,ucache_flashinfer,replay_triton}" reject
       ;;
-    agree) speed "e2e-speed$tag-agree" "$model-agree" native,ucache_ours,replay_triton ;;
-    triton) speed "e2e-speed$tag-agree-triton" "$model-agree" replay_triton ;;
+    agree)
+      speed "e2e-speed$tag-agree" "$model-agree" \
+        "${E2E_S4_AGREE_BACKENDS:-nospec,native,ucache_ours,ucache_flashinfer,replay_triton}" agree
+      ;;
+    triton) speed "e2e-speed$tag-agree-triton" "$model-agree" replay_triton triton ;;
     probe)
       todo=$(missing "$work/probe/probe$tag-s4" "$model-agree" \
         "${E2E_S4_PROBE_BACKENDS:-ucache_flashinfer,ucache_ours,native}")
@@ -145,7 +164,7 @@ for step in "${steps[@]}"; do
         log "probe: done in an earlier call"
       elif (($(left) < reserve + 90)); then
         log "probe: skipped ($todo; no time left)"
-      else
+      elif built "$model-agree" probe; then
         n=$(find "$work/probe" -maxdepth 1 -name "probe$tag-s4*.json" | wc -l)
         name=probe$tag-s4
         [[ $n -eq 0 ]] || name=probe$tag-s4-$((n + 1))
@@ -160,3 +179,4 @@ for step in "${steps[@]}"; do
   pack
 done
 log "packed: $(ls -l "$out/e2e-s4.tar.xz")"
+((unbuilt == 0)) || exit 3

@@ -197,12 +197,20 @@ def test_gpu_script_continues_only_missing_backends(tmp_path: Path) -> None:
 
 def fake_python(tmp_path: Path) -> tuple[dict, Path]:
     """An environment whose `python3` records the script's bench/ commands instead of running
-    them (every other use, e.g. the packing and the resume check, runs the real Python)."""
+    them (every other use, e.g. the packing and the resume check, runs the real Python); its
+    models command leaves each checkpoint's construction.json, as the real one does last."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls.txt"
     bin_dir.mkdir()
     (bin_dir / "python3").write_text(
         "#!/usr/bin/env bash\n"
-        'if [[ ${1:-} == bench/* ]]; then echo "$*" >> "$CALLS"; exit 0; fi\n'
+        'if [[ ${1:-} == bench/* ]]; then echo "$*" >> "$CALLS"; fi\n'
+        # `bench/e2e.py models DIR --models M --acceptance A,B`: the checkpoints' marker files.
+        "if [[ ${1:-} == bench/e2e.py && ${2:-} == models ]]; then\n"
+        "  for a in ${7//,/ }; do\n"
+        '    mkdir -p "$3/$5-$a" && echo {} > "$3/$5-$a/construction.json"\n'
+        "  done\n"
+        "fi\n"
+        "if [[ ${1:-} == bench/* ]]; then exit 0; fi\n"
         f'exec {sys.executable} "$@"\n'
     )
     (bin_dir / "python3").chmod(0o755)
@@ -258,6 +266,82 @@ def test_gpu_script_deep_model_and_long_runs(tmp_path: Path) -> None:
     assert probe_call.startswith("bench/e2e_probe.py run ")
     assert "--model geom-35b-deep-agree" in probe_call
     assert probe_call.endswith("--name probe-geom-35b-deep-s4")
+
+
+def test_gpu_script_probe_without_its_checkpoint_names_the_models_step(tmp_path: Path) -> None:
+    """Session 8 ran `probe` alone on a host without the -agree checkpoint and got a
+    FileNotFoundError from the engine. Now the step is skipped with a line that names the models
+    step, the other steps still run, and the script exits 3."""
+    env, calls = fake_python(tmp_path)
+    env["E2E_S4_MODEL"] = "geom-27b-deep"
+    reject = tmp_path / "m/geom-27b-deep-reject"
+    reject.mkdir(parents=True)
+    (reject / "construction.json").write_text("{}")
+    proc = subprocess.run(
+        ["bash", SCRIPT, "reject", "probe", "agree"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 3, proc.stderr
+    missing = f"{tmp_path}/m/geom-27b-deep-agree not built: run the models step first"
+    assert f"probe: skipped ({missing}, e.g. steps 'models probe')" in proc.stdout
+    assert f"agree: skipped ({missing}, e.g. steps 'models agree')" in proc.stdout
+    (reject_call,) = calls.read_text().splitlines()  # only the step whose checkpoint exists
+    assert "--speed-models geom-27b-deep-reject " in reject_call
+    assert (tmp_path / "out/e2e-s4.tar.xz").is_file()
+    # With the models step first, the -agree level is built and both steps run.
+    proc = subprocess.run(
+        ["bash", SCRIPT, "models", "probe"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    models, probe_call = calls.read_text().splitlines()[1:]
+    assert models.endswith("--models geom-27b-deep --acceptance agree")
+    assert "--model geom-27b-deep-agree" in probe_call
+
+
+def test_gpu_script_agree_step_runs_all_five_backends_and_resumes(tmp_path: Path) -> None:
+    """The agree step: nospec and the four spec backends at the agree level by default
+    (E2E_S4_AGREE_BACKENDS overrides), files e2e-speed-<model>-agree*; a second call repeats
+    only the backends without an ok result, like reject."""
+    env, calls = fake_python(tmp_path)
+    env |= {"E2E_S4_MODEL": "geom-27b-deep", "E2E_S4_MAX_TOKENS": "512", "E2E_S4_BATCHES": "1,256"}
+    proc = subprocess.run(
+        ["bash", SCRIPT, "models", "agree"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    models, agree = calls.read_text().splitlines()
+    assert models.endswith("--models geom-27b-deep --acceptance agree")
+    assert (
+        "--speed-models geom-27b-deep-agree "
+        "--backends nospec,native,ucache_ours,ucache_flashinfer,replay_triton "
+    ) in agree
+    assert "--speed-max-tokens 512" in agree and " --batches 1,256 " in agree
+    assert agree.endswith("--name e2e-speed-geom-27b-deep-agree")
+    # The first call measured nospec and native (ucache_ours timed out): the second call, same
+    # command, builds nothing and runs the other three.
+    model = "geom-27b-deep-agree"
+    done = [
+        {"job": {"backend": "nospec", "model": model}, "status": "ok"},
+        {"job": {"backend": "native", "model": model}, "status": "ok"},
+        {"job": {"backend": "ucache_ours", "model": model}, "status": "timeout (480 s)"},
+    ]
+    (tmp_path / "w/e2e/e2e-speed-geom-27b-deep-agree.json").write_text(
+        json.dumps({"results": done})
+    )
+    calls.unlink()
+    proc = subprocess.run(
+        ["bash", SCRIPT, "models", "agree"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "models: present" in proc.stdout
+    (agree,) = calls.read_text().splitlines()
+    assert "--backends ucache_ours,ucache_flashinfer,replay_triton " in agree
+    assert agree.endswith("--name e2e-speed-geom-27b-deep-agree-2")
+    # E2E_S4_AGREE_BACKENDS picks the list, e.g. native again in a fresh work dir.
+    calls.unlink()
+    env |= {"E2E_S4_WORK": str(tmp_path / "w2"), "E2E_S4_AGREE_BACKENDS": "native,replay_triton"}
+    proc = subprocess.run(["bash", SCRIPT, "agree"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (agree,) = calls.read_text().splitlines()
+    assert "--backends native,replay_triton " in agree
 
 
 def test_gpu_script_help_prints_the_whole_comment_block() -> None:

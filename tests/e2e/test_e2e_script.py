@@ -205,6 +205,54 @@ def test_state_column_of_the_deep_model_scales_with_its_gdn_layers() -> None:
     assert state[("geom-35b-reject", "native")] == pytest.approx(48.56, abs=0.01)
 
 
+def test_27b_deep_model_runs_and_its_state_column(tmp_path: Path) -> None:
+    """geom-27b-deep: the models command accepts it (checked by name, nothing built), the speed
+    suite takes its checkpoints, and its GDN state per request is 1.5x the 8-layer geom-27b's
+    (9 vs 6 GDN layers): native 109.05 MiB, replay_triton 32.61, ucache 19.11 (B=256: 27.3,
+    8.2 and 4.8 GiB)."""
+    from tools.e2e import make_models
+
+    assert "geom-27b-deep" in make_models.MODELS
+    with pytest.raises(SystemExit):
+        e2e.main(["models", str(tmp_path), "--models", "geom-27b-dep", "--acceptance", "reject"])
+    args = e2e.parse_args(
+        ["run", "--suite", "speed", "--models-dir", "m", "--out", "o"]
+        + ["--speed-models", "geom-27b-deep-reject", "--speed-max-tokens", "512"]
+        + ["--backends", "native,ucache_ours", "--batches", "1,32,256"]
+    )
+    jobs = plan.suite_jobs(
+        "speed",
+        args.backends,
+        None,
+        1,
+        "/t",
+        speed_models=args.speed_models,
+        batches=args.batches,
+        speed_max_tokens=args.speed_max_tokens,
+    )
+    assert [(j.model, j.backend, j.batches) for j in jobs] == [
+        ("geom-27b-deep-reject", "native", (1, 32, 256)),
+        ("geom-27b-deep-reject", "ucache_ours", (1, 32, 256)),
+    ]
+    backends = ("nospec", "native", "replay_triton", "ucache_ours", "ucache_flashinfer")
+    results = [
+        speed_result(b, [1.0], model=m)
+        for m in ("geom-27b-reject", "geom-27b-deep-reject")
+        for b in backends
+    ]
+    state = e2e.state_bytes_for(results, None)
+    if not state:
+        pytest.skip("the series' calculator is unavailable (vllm/ not populated)")
+    for backend in backends:
+        shallow = state[("geom-27b-reject", backend)]
+        assert state[("geom-27b-deep-reject", backend)] == pytest.approx(1.5 * shallow)
+    deep = {b: state[("geom-27b-deep-reject", b)] for b in backends}
+    assert deep["native"] == pytest.approx(109.05, abs=0.01)
+    assert deep["replay_triton"] == pytest.approx(32.61, abs=0.01)
+    assert deep["ucache_ours"] == pytest.approx(deep["ucache_flashinfer"])
+    assert deep["ucache_ours"] == pytest.approx(19.11, abs=0.01)
+
+
 def test_prompts_are_deterministic_and_mixed() -> None:
     a = plan.make_prompts("mixed", 64, 2048)
     assert a == plan.make_prompts("mixed", 64, 2048)

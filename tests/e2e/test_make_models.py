@@ -113,6 +113,44 @@ def test_deep_checkpoint_size() -> None:
     assert 2.9 < gib < 3.1, gib  # 3.0 GiB per checkpoint (geom-35b: 0.7 GiB)
 
 
+def test_checkpoint_numel_counts_what_write_model_writes(tmp_path: Path) -> None:
+    """checkpoint_numel (make_weights on the meta device) equals the tensors of a real
+    checkpoint, and gives the 40-layer sizes stated in NOTES.md (1.59 G, 3.0 GiB)."""
+    from safetensors.torch import load_file
+
+    path = mm.write_model(tmp_path, mm.MODELS["tiny"], "reject")
+    written = load_file(str(path / "model.safetensors"))
+    assert mm.checkpoint_numel(mm.MODELS["tiny"]) == sum(t.numel() for t in written.values())
+    deep = mm.checkpoint_numel(mm.MODELS["geom-35b-deep"])
+    assert round(deep / 1e9, 2) == 1.59 and round(deep * 2 / 2**30, 2) == 2.97
+
+
+def test_27b_deep_geometry_fits_the_build_budget() -> None:
+    """geom-27b-deep: geom-27b's layers (hidden 5120, attention 24/4, GDN H=16 HV=48) at the
+    deepest multiple of 4 layers near the ~3.5 GiB bf16 budget that builds in ~60 s on the
+    GPU host (12 = 9 GDN + 3 attention; Qwen3.5-27B has 64 = 48 + 16: 17.7 GiB)."""
+    base, deep = mm.MODELS["geom-27b"], mm.MODELS["geom-27b-deep"]
+    assert replace(base, name=deep.name, num_hidden_layers=12, purpose=deep.purpose) == deep
+    assert (deep.hidden_size, deep.num_attention_heads, deep.num_key_value_heads) == (5120, 24, 4)
+    assert (deep.linear_num_key_heads, deep.linear_num_value_heads) == (16, 48)
+    cfg = mm.make_config(deep)
+    assert cfg["num_hidden_layers"] == len(cfg["layer_types"]) == 12
+    assert cfg["layer_types"].count("linear_attention") == 9
+    assert [i for i, t in enumerate(cfg["layer_types"]) if t == "full_attention"] == [3, 7, 11]
+    assert cfg["full_attention_interval"] == 4
+    gib = {
+        n: mm.checkpoint_numel(replace(base, num_hidden_layers=n)) * 2 / 2**30 for n in (12, 16, 64)
+    }
+    assert 3.6 < gib[12] < 3.7, gib  # 1.97 G parameters; geom-35b-deep: 2.97 GiB
+    assert gib[16] > 4.5 and gib[64] > 17, gib  # the next depth, and the real one, do not fit
+    assert mm.checkpoint_numel(deep) * 2 / 2**30 == gib[12]
+    # The per-layer noise keeps the 8-layer model's total (construction checked at 40 layers).
+    knobs = mm.Knobs()
+    assert mm.output_gain(deep, knobs) * math.sqrt(12) == pytest.approx(
+        mm.output_gain(base, knobs) * math.sqrt(8)
+    )
+
+
 def test_construction_holds_at_40_layers() -> None:
     """The layer-count scaling of the output gain keeps a 40-layer model's greedy output on the
     cycle most of the time but not always, and both acceptance knobs work. Checked on the tiny

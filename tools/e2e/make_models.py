@@ -77,6 +77,18 @@ MODELS: dict[str, ModelSpec] = {
         ),
         # Qwen3.5-27B: hidden 5120, attention 24/4, GDN H=16 HV=48.
         ModelSpec("geom-27b", 5120, 2048, 8, 24, 4, 256, 16, 48, 4096, "speed, 27B GDN"),
+        # geom-27b's layers, 12 of them (9 GDN, 3 attention). The real 27B has 64 (48 GDN, 16
+        # attention), but at hidden 5120 every 4 layers add 0.58 G parameters (1.08 GiB bf16):
+        # 64 layers are 9.5 G / 17.7 GiB per checkpoint, too slow to build inside one device
+        # call. 12 is the deepest near the ~3.5 GiB budget (checkpoint_numel: 1.97 G, 3.66 GiB,
+        # ~60 s to build like geom-35b-deep's 2.97 GiB in ~50 s; 16 layers would be 4.74 GiB).
+        # Its GDN state per request is 1.5x the 8-layer geom-27b's and 0.45x geom-35b-deep's
+        # (9 x HV 48 vs 30 x HV 32 head-layers). Estimate, from geom-35b-deep's measured 36 ms
+        # native / 17 ms ucache steps at B=256: native's state traffic is about half of this
+        # model's step there (GPU-bound), where the 8-layer models' steps were host-bound.
+        ModelSpec(
+            "geom-27b-deep", 5120, 2048, 12, 24, 4, 256, 16, 48, 4096, "speed, 27B GDN, 12 layers"
+        ),
     )
 }
 ACCEPTANCE = ("agree", "reject")
@@ -94,6 +106,14 @@ class Knobs:
 def layer_types(num_layers: int) -> list[str]:
     """Qwen3.5's pattern: every 4th layer full attention (full_attention_interval 4)."""
     return ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(num_layers)]
+
+
+def checkpoint_numel(spec: ModelSpec) -> int:
+    """Parameters of one checkpoint (either acceptance level: the same tensors), counted by
+    running make_weights on the meta device (no memory, no time). x 2 bytes: its bf16 size."""
+    with torch.device("meta"):
+        weights, _ = make_weights(spec, "reject", Knobs(), seed=0)
+    return sum(t.numel() for t in weights.values())
 
 
 def make_config(spec: ModelSpec) -> dict:
