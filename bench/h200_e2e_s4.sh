@@ -32,9 +32,12 @@
 # has left, e.g. `BUDGET_S=$((560 - SECONDS)) bash bench/h200_e2e_s4.sh` after stage/unpack.
 # Results accumulate in $E2E_S4_WORK (default /tmp/e2e-s4); after every step all of them are packed
 # into ONE file, $OUT/e2e-s4.tar.xz (the device tool returns few files). On exit the host's JIT
-# caches go to $OUT/host-caches.tar.gz (tools/gpuhost/host.py save-caches; E2E_S4_SAVE_CACHES=0
-# skips it): keep that file in ~/.cache/gdn-ucache/host-caches/ and carry it as .gpu/ next time
-# (`host.py load-caches`), so a fresh host's first engine does not recompile every Triton kernel.
+# caches go to $OUT/host-caches.tar.gz, or its .00/.01/.. parts of <= 15 MiB (tools/gpuhost/host.py
+# save-caches; E2E_S4_SAVE_CACHES=0 skips it): copy them to .gpu/host-caches/ (and
+# ~/.cache/gdn-ucache/host-caches/) and, on the next fresh host, make a call of their own before
+# the bundle's first chunk: carry [".gpu/host-caches"], command
+# `python3 tools/gpuhost/host.py load-caches .gpu/host-caches`, so that the first engine does not
+# recompile every Triton kernel.
 # Render on the CPU:
 #   tar -xJf e2e-s4.tar.xz && python3 bench/e2e.py report e2e/e2e-speed-reject*.json --out results/e2e --name e2e-h200-session4-reject
 set -euo pipefail

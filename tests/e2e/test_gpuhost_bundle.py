@@ -297,3 +297,29 @@ def test_host_caches_round_trip_and_refuse_foreign_paths(tmp_path: Path) -> None
     assert not (fresh_home / ".bashrc").exists()
     with pytest.raises(host.HostError, match="not found"):
         host.load_caches(tmp_path / "missing.tar.gz", home=fresh_home, log=lambda *a: None)
+
+
+def test_host_caches_split_into_parts_and_load_from_their_directory(tmp_path: Path) -> None:
+    # the device tool returns files of <= 16 MiB: a larger archive comes back as .NN parts, and a
+    # carry of the directory holding them restores the caches on the next fresh host
+    run_home, fresh_home = tmp_path / "run", tmp_path / "fresh"
+    blobs = {}
+    for n in range(3):
+        path = run_home / f".triton/cache/k{n}/kernel.cubin"
+        path.parent.mkdir(parents=True)
+        blobs[path.relative_to(run_home)] = os.urandom(700_000)  # incompressible
+        path.write_bytes(blobs[path.relative_to(run_home)])
+    out = tmp_path / "out"
+    archive = out / "host-caches.tar.gz"
+    assert host.save_caches(archive, home=run_home, part_mib=1, log=lambda *a: None)
+    parts = sorted(p.name for p in out.iterdir())
+    assert len(parts) == 3 and parts == [f"host-caches.tar.gz.{i:02d}" for i in range(3)], parts
+    assert all((out / p).stat().st_size <= 1 << 20 for p in parts)
+    assert host.load_caches(out, home=fresh_home, log=lambda *a: None) >= 3
+    for rel, payload in blobs.items():
+        assert (fresh_home / rel).read_bytes() == payload
+    # the archive's own name finds its parts too; a missing part set is named
+    other = tmp_path / "fresh2"
+    assert host.load_caches(archive, home=other, log=lambda *a: None) >= 3
+    with pytest.raises(host.HostError, match="not found"):
+        host.load_caches(out / "other.tar.gz", home=other, log=lambda *a: None)

@@ -17,9 +17,10 @@ first engine's ~210 s start in session 6).
 
 A fresh host also re-compiles every Triton kernel (~90 s of the first engine's start).
 `save-caches` packs the caches a run left (HOST_CACHE_DIRS under $HOME, at most
-CACHE_LIMIT_MIB compressed) into one file that the device tool returns; carried back to the next
-fresh host, `load-caches` restores it. A stale cache only costs a recompile: Triton keys every
-entry by its source, compiler version and GPU.
+CACHE_LIMIT_MIB compressed) into FILE, or FILE.00, FILE.01, ... parts of at most CACHE_PART_MIB
+each (the device tool returns files of up to 16 MiB); carried back to the next fresh host in a
+call of their own (the bundle chunks leave too little room), `load-caches` restores them. A stale
+cache only costs a recompile: Triton keys every entry by its source, compiler version and GPU.
 """
 
 from __future__ import annotations
@@ -53,10 +54,13 @@ HOST_ENV = {
 
 # JIT caches under $HOME that a run fills and a fresh host lacks (Triton's kernels and, with
 # TRITON_CACHE_AUTOTUNING=1, its autotuning results; vLLM's and flashinfer's own caches).
-HOST_CACHE_DIRS = (".triton/cache", ".cache/vllm", ".cache/flashinfer")
-# compressed MiB: the archive rides along with one bundle chunk (44 MiB) and the work tree in
-# one 64 MiB carry
-CACHE_LIMIT_MIB = 12
+# CUDA's ComputeCache: PTX the driver JIT-compiled (kernels shipped without sm_90 SASS).
+HOST_CACHE_DIRS = (".triton/cache", ".cache/vllm", ".cache/flashinfer", ".nv/ComputeCache")
+# compressed MiB: the parts come back as at most 3 of the device tool's 8 files and go to the
+# next fresh host in one carry of their own (64 MiB with the ~10 MiB work tree). Session 7's
+# caches were 19 MiB (over the old single-file limit of 12).
+CACHE_LIMIT_MIB = 45
+CACHE_PART_MIB = 15
 
 
 class HostError(RuntimeError):
@@ -202,12 +206,29 @@ def compile_bytecode(site: Path, log=print) -> bool:
     return bool(ok)
 
 
+def cache_parts(path: Path) -> list[Path]:
+    """The archive's files in order: FILE itself, or FILE.00, FILE.01, ...; a directory stands
+    for the one archive in it (what a carry of `.gpu/host-caches/` brings)."""
+    if path.is_dir():
+        stems = sorted({p.name.split(".tar.gz")[0] for p in path.glob("*.tar.gz*")})
+        if len(stems) != 1:
+            raise HostError(f"{path} must hold exactly one save-caches archive, found {stems}")
+        path = path / f"{stems[0]}.tar.gz"
+    if path.is_file():
+        return [path]
+    return sorted(path.parent.glob(path.name + ".[0-9][0-9]"))
+
+
 def save_caches(
-    dest: Path, home: Path | None = None, limit_mib: int = CACHE_LIMIT_MIB, log=print
+    dest: Path,
+    home: Path | None = None,
+    limit_mib: int = CACHE_LIMIT_MIB,
+    part_mib: int = CACHE_PART_MIB,
+    log=print,
 ) -> bool:
     """Pack the existing HOST_CACHE_DIRS under home into dest (tar.gz: fast to write on the
-    host). Returns False, and writes nothing, when there is nothing to pack or the archive
-    exceeds limit_mib."""
+    host), split into dest.00, dest.01, ... when over part_mib. Returns False, and writes
+    nothing, when there is nothing to pack or the archive exceeds limit_mib."""
     home = home or Path.home()
     present = [d for d in HOST_CACHE_DIRS if (home / d).is_dir()]
     if not present:
@@ -223,19 +244,34 @@ def save_caches(
         tmp.unlink()
         log(f"save-caches: {size >> 20} MiB is over the {limit_mib} MiB limit; nothing saved")
         return False
-    os.replace(tmp, dest)
-    log(f"save-caches: {', '.join(present)} -> {dest} ({size / 2**20:.1f} MiB)")
+    part = max(1, part_mib) << 20
+    if size <= part:
+        os.replace(tmp, dest)
+        written = [dest]
+    else:
+        written = []
+        with tmp.open("rb") as src:
+            while chunk := src.read(part):
+                written.append(dest.with_name(f"{dest.name}.{len(written):02d}"))
+                written[-1].write_bytes(chunk)
+        tmp.unlink()
+    names = ", ".join(p.name for p in written)
+    log(f"save-caches: {', '.join(present)} -> {names} ({size / 2**20:.1f} MiB)")
     return True
 
 
 def load_caches(src: Path, home: Path | None = None, log=print) -> int:
-    """Unpack a save-caches archive into home. Members outside HOST_CACHE_DIRS are refused."""
+    """Unpack a save-caches archive (one file, its .NN parts, or the directory holding them)
+    into home. Members outside HOST_CACHE_DIRS are refused before anything is written."""
     home = home or Path.home()
-    if not src.is_file():
+    parts = cache_parts(src) if src.exists() or src.parent.is_dir() else []
+    if not parts:
         raise HostError(
-            f"{src} not found: carry the file that save-caches wrote (or skip this step)"
+            f"{src} not found: carry the file (or the .NN parts) that save-caches wrote, "
+            "or skip this step"
         )
-    with tarfile.open(src, "r:gz") as tar:
+    data = io.BytesIO(b"".join(p.read_bytes() for p in parts))
+    with tarfile.open(fileobj=data, mode="r:gz") as tar:
         members = tar.getmembers()
         bad = [
             m.name
@@ -245,7 +281,7 @@ def load_caches(src: Path, home: Path | None = None, log=print) -> int:
         if bad:
             raise HostError(f"{src} holds paths outside {HOST_CACHE_DIRS}: {bad[:3]}")
         tar.extractall(home, members=members, filter="data")
-    log(f"load-caches: {len(members)} entries from {src} -> {home}")
+    log(f"load-caches: {len(members)} entries from {len(parts)} file(s) at {src} -> {home}")
     return len(members)
 
 
