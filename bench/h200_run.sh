@@ -159,7 +159,8 @@ k8)
     --flush 0 100 --budget-s 95 --json "$out/knockout-k8.json" --backends flashinfer \
     --modules "$NX" --variants next:base next:base+stream next:base+no_all next:base+no_proj \
     next:base+no_epi next:base+no_fold next:bv128+late3+mbp0+stream next:bv128+late4+stream \
-    next:bv64+late4+stream 2>&1 | tee "$out/knockout-k8.log" | grep -v '^# v' || true
+    next:bv64+late4+stream next:bv128+late3+persist5+pf2 next:bv128+late3+persist5+pf2+stream \
+    2>&1 | tee "$out/knockout-k8.log" | grep -v '^# v' || true
   echo "# knock-outs wall $((SECONDS - t0)) s"
   # 2. Nsight Compute: ours (shipped, table config) and flashinfer, then ours' stream-only build
   t0=$SECONDS

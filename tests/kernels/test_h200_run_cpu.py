@@ -49,7 +49,12 @@ def test_k8_mode_runs_every_step(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     calls = log.read_text()
     knockout = next(ln for ln in calls.splitlines() if "bench/knockout.py" in ln)
-    for variant in ("next:base+stream", "next:base+no_all", "next:bv128+late4+stream"):
+    for variant in (
+        "next:base+stream",
+        "next:base+no_all",
+        "next:bv128+late4+stream",
+        "next:bv128+late3+persist5+pf2+stream",
+    ):
         assert f" {variant} " in f"{knockout} "
     assert "--backends flashinfer" in knockout
     profiles = [ln for ln in calls.splitlines() if ln.startswith("ncu ") and " -o " in ln]
