@@ -57,6 +57,8 @@ def test_k8_mode_runs_every_step(tmp_path: Path) -> None:
     ):
         assert f" {variant} " in f"{knockout} "
     assert "--backends flashinfer" in knockout
+    warm = [ln for ln in calls.splitlines() if "bench/knockout.py --warm" in ln]
+    assert len(warm) == 1 and "--batch 1 " in warm[0]
     profiles = [ln for ln in calls.splitlines() if ln.startswith("ncu ") and " -o " in ln]
     assert len(profiles) == 2
     assert "--backends ours flashinfer" in profiles[0]
