@@ -23,6 +23,12 @@ COLUMNS = {
     "L2 hit%": "lts__t_sector_hit_rate.pct",
 }
 
+# ncu's export unit per value -> the column's unit (us, MB); units not listed are the column's
+UNIT_SCALE = {
+    "gpu__time_duration.sum": {"nsecond": 1e-3, "msecond": 1e3},
+    "dram__bytes.sum": {"byte": 1e-6, "kbyte": 1e-3, "gbyte": 1e3},
+}
+
 
 def _num(text: str) -> float | None:
     try:
@@ -46,12 +52,8 @@ def summarize(path: Path) -> list[str]:
         for metric in COLUMNS.values():
             i = col.get(metric)
             v = _num(r[i]) if i is not None else None
-            if v is not None and metric == "gpu__time_duration.sum":
-                unit = units[i].strip().lower()
-                v = v / 1000 if unit == "nsecond" else v * 1000 if unit == "msecond" else v
-            if v is not None and metric == "dram__bytes.sum":
-                unit = units[i].strip().lower()
-                v = v * {"byte": 1e-6, "kbyte": 1e-3, "gbyte": 1e3}.get(unit, 1.0)
+            if v is not None and metric in UNIT_SCALE:
+                v *= UNIT_SCALE[metric].get(units[i].strip().lower(), 1.0)
             cells.append("-" if v is None else f"{v:.4g}")
         stalls = []
         for name, i in col.items():

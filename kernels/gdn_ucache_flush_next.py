@@ -1637,12 +1637,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             if cutlass.const_expr("sink" in self.skip):
                                 # knock-out: the state tile's words all reach one predicated
                                 # store, so its loads stay with the math skipped (stream time)
-                                acc = sa[0][0][0]
-                                for rr in cutlass.range_constexpr(2):
-                                    for i in cutlass.range_constexpr(4):
-                                        for w in cutlass.range_constexpr(4):
-                                            if rr + i + w > 0:
-                                                acc = acc ^ sa[rr][i][w]
+                                words = [w for chunks in sa for chunk in chunks for w in chunk]
+                                acc = words[0]
+                                for w in words[1:]:
+                                    acc = acc ^ w
                                 sink_if_magic(
                                     state_chunk(st_head, v0, warp, ti, self.NTILE, g4, c4, 0, 0),
                                     acc,

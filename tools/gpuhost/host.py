@@ -264,7 +264,7 @@ def load_caches(src: Path, home: Path | None = None, log=print) -> int:
     """Unpack a save-caches archive (one file, its .NN parts, or the directory holding them)
     into home. Members outside HOST_CACHE_DIRS are refused before anything is written."""
     home = home or Path.home()
-    parts = cache_parts(src) if src.exists() or src.parent.is_dir() else []
+    parts = cache_parts(src)
     if not parts:
         raise HostError(
             f"{src} not found: carry the file (or the .NN parts) that save-caches wrote, "
