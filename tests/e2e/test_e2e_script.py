@@ -835,3 +835,21 @@ def test_every_job_config_validates_with_the_patched_vllm(tmp_path: Path) -> Non
         )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     assert "29/29 as expected" in proc.stdout
+
+
+def test_resumed_run_clears_the_cut_jobs_of_the_first(tmp_path: Path) -> None:
+    """A job cut by the first run's deadline and completed by the resumed run is one completed
+    job; a job that failed in every input file is still listed as not completed."""
+    first, second = synthetic_results()[:2], synthetic_results()[:3]
+    first[0] = first[0] | {"status": "timeout"}
+    first.append(first[1] | {"job": first[1]["job"] | {"backend": "replay_triton"}})
+    first[-1]["status"] = "skipped"
+    paths = []
+    for name, rows in (("a", first), ("b", second)):
+        paths.append(tmp_path / f"e2e-{name}.json")
+        paths[-1].write_text(json.dumps({"results": rows}))
+    results = report.load_results(paths)
+    assert [r["status"] for r in results if r["job"]["backend"] == "nospec"] == ["ok"]
+    text = report.markdown(results)
+    assert "correctness/tiny-agree/eager/nospec" not in text
+    assert "- correctness/tiny-agree/eager/replay_triton: skipped" in text

@@ -405,4 +405,13 @@ def load_results(paths: list[Path]) -> list[dict]:
         results.extend(
             r for r in rows if not r.get("output") or isinstance(r["output"].get("tokens"), list)
         )
-    return results
+    # A job cut by one run's deadline and completed by a resumed run is not "did not complete".
+    done = {_job_key(r) for r in results if r["status"] in ("ok", "expected-error")}
+    return [
+        r for r in results if r["status"] in ("ok", "expected-error") or _job_key(r) not in done
+    ]
+
+
+def _job_key(result: dict) -> tuple:
+    job = result["job"]
+    return (job["suite"], job["model"], job["mode"], job["backend"])
