@@ -9,8 +9,10 @@
 #   bash bench/h200_run.sh k3      # <= 200 s (session 3): Nsight Compute of ours vs flashinfer, the
 #                                  # conformance suite without the hi/lo split, and the timing of
 #                                  # nosplit / a fold-free (verify-only) build next to flashinfer
-#   bash bench/h200_run.sh k4      # <= 300 s (sessions 4, 7): conformance of kernels/gdn_ucache_flush_next.py
-#                                  # (suite + own cases, serving + bf16), then next vs the shipped file
+#   bash bench/h200_run.sh k4      # <= 300 s (sessions 4, 7, 8; v8 from session 10): conformance of
+#                                  # kernels/gdn_ucache_flush_next.py (suite + own cases, serving +
+#                                  # bf16; #3's suite also with next's new path forced: K4_FORCED,
+#                                  # default late5), then next vs the shipped file
 #                                  # (label K4_SHIPPED_NAME, default v5b)
 #                                  # vs flashinfer on the grid with launch-config candidates, both
 #                                  # arms, and a short ncu of next; one archive kernel-k4.tar.gz
@@ -72,13 +74,14 @@ k4)
     --backends ours --arms serving,bf16 --deadline-s 60 --jobs 8 --max-steps 300 \
     >"$out/suite-k4.log" 2>&1 &
   suite_pid=$!
-  # next (v7) with its new path forced (state staged in shared memory, BV=64, no launch bound):
-  # #3's suite on it, since the table's configs do not use it
-  GDN_UCACHE_LATE=4 GDN_UCACHE_BV=64 GDN_UCACHE_MBP=0 setsid timeout 80 python3 \
-    tests/conformance/run_gpu_suite.py --out "$out/suite-k4-late4" --backends ours \
-    --arms serving,bf16 --deadline-s 60 --jobs 4 --max-steps 300 >"$out/suite-k4-late4.log" 2>&1 &
-  late4_pid=$!
-  pids=("$suite_pid" "$late4_pid")
+  # next with its new path forced (K4_FORCED, default v8's: tile 1 staged in shared memory,
+  # BV=128, no launch bound): #3's suite on it, since the table's configs do not use it
+  forced=${K4_FORCED:-late5}
+  GDN_UCACHE_LATE=${forced#late} GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 setsid timeout 80 python3 \
+    tests/conformance/run_gpu_suite.py --out "$out/suite-k4-$forced" --backends ours \
+    --arms serving,bf16 --deadline-s 60 --jobs 4 --max-steps 300 >"$out/suite-k4-$forced.log" 2>&1 &
+  forced_pid=$!
+  pids=("$suite_pid" "$forced_pid")
   parts=("candidate and serving" "candidate and bf16"
     "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
     "compact_gqa or vllm_layout or persistent or forced_bv128_t8 or scalar_qk")
@@ -98,9 +101,9 @@ k4)
   fi
   for pid in "${pids[@]}"; do wait "$pid" || true; done
   kill -- -"$suite_pid" 2>/dev/null || true
-  kill -- -"$late4_pid" 2>/dev/null || true
+  kill -- -"$forced_pid" 2>/dev/null || true
   tail -3 "$out/suite-k4.log"
-  echo "== late4 (bv64, no bound):"; tail -2 "$out/suite-k4-late4.log"
+  echo "== $forced (bv128, no bound):"; tail -2 "$out/suite-k4-$forced.log"
   for f in "$out"/conformance-*.log; do
     echo "== $(basename "$f"): $(grep -cE ' PASSED' "$f") passed, $(grep -cE ' FAILED| ERROR' "$f") failed"
     grep -E ' FAILED| ERROR' "$f" | sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' |
@@ -114,8 +117,10 @@ k4)
   V4S=$SHIP=kernels/gdn_ucache_flush.py
   # optional: an earlier state of the next kernel (git show REV:kernels/... > .gpu/k4/prev.py)
   mods=("$V4S" "$NX")
-  vars=("$SHIP:base" next:base next:bv64+late4 next:bv128+late4 next:bv64+late4+mbp5
-    next:bv64+mbp7 next:bv128+late3+mbp5 next:bv128+late1+mbp6 next:bv128+late3+mbp0 next:bv32)
+  # v8 (late5) next to the shipped table (next:base is the same code: the noise floor), the
+  # one no-bound late3 config (80 registers, 6 CTAs/SM) and B=1's bv32
+  vars=("$SHIP:base" next:base next:bv128+late5 next:bv128+late5+mbp5 next:bv128+late3+mbp0
+    next:bv32)
   if [[ -f .gpu/k4/prev.py ]]; then mods+=(prev=.gpu/k4/prev.py); vars=(prev:base "${vars[@]}"); fi
   timeout 100 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 48 --batch 256 128 32 8 1 \
     --flush 0 20 100 --budget-s 70 --json "$out/sweep-k4-serving.json" --backends flashinfer \
@@ -123,26 +128,30 @@ k4)
     grep -v '^# v' || true
   timeout 60 python3 bench/knockout.py --reps 8 --arm bf16 --hv 32 64 48 --batch 256 128 32 8 1 \
     --flush 0 20 100 --budget-s 50 --json "$out/sweep-k4-bf16.json" --backends flashinfer \
-    --modules "$V4S" "$NX" --variants "$SHIP:base" next:base next:bv64+late4 next:bv128+late4 \
-    next:bv64+mbp7 2>&1 |
+    --modules "$V4S" "$NX" --variants "$SHIP:base" next:bv128+late5 next:bv128+late5+mbp5 \
+    next:bv128+late3+mbp5 2>&1 |
     tee "$out/sweep-k4-bf16.log" | grep -v '^# v' || true
   # where next's time goes now (knock-outs: results wrong on purpose), B=256 and 32, HV=32
   timeout 45 python3 bench/knockout.py --reps 8 --arm serving --hv 32 --batch 256 32 --flush 0 100 \
-    --budget-s 36 --json "$out/knockout-k4.json" --modules "$NX" --variants next:base \
-    next:bv64+late4 next:bv64+late4+no_epi next:bv64+late4+no_fold next:bv64+late4+no_proj \
-    next:bv64+late4+no_all next:bv64+mbp7 2>&1 |
+    --budget-s 36 --json "$out/knockout-k4.json" --backends flashinfer --modules "$NX" \
+    --variants next:base next:base+stream next:bv128+late5 next:bv128+late5+stream \
+    next:bv128+late5+no_epi next:bv128+late5+no_fold next:bv128+late5+no_all 2>&1 |
     tee "$out/knockout-k4.log" || true
   echo "# h200_run k4 before ncu: $((SECONDS - t_all)) s"
   if ((SECONDS - t_all < ${K4_NCU_BEFORE_S:-240})); then
     metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
-    GDN_UCACHE_OURS_MODULE=$NEXTF timeout 50 ncu --clock-control none --profile-from-start off \
+    dram=dram__bytes.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct
+    # next at its forced path (v8: late5) and flashinfer, with the DRAM columns of k8
+    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=${forced#late} timeout 50 ncu \
+      --clock-control none --profile-from-start off \
       --nvtx --print-nvtx-rename kernel --section SpeedOfLight --section Occupancy \
-      --section LaunchStats --section WarpStateStats --section SchedulerStats --metrics "$metrics" \
-      -o "$out/ncu-k4" -f python3 bench/ncu_profile.py --backends ours --hv 32 --batch 256 32 \
-      --flush 0 >"$out/ncu-k4.log" 2>&1 || echo "# ncu rc=$?"
+      --section LaunchStats --section WarpStateStats --section SchedulerStats \
+      --metrics "$metrics,$dram" -o "$out/ncu-k4" -f python3 bench/ncu_profile.py \
+      --backends ours flashinfer --hv 32 --batch 256 32 --flush 0 \
+      >"$out/ncu-k4.log" 2>&1 || echo "# ncu rc=$?"
     if [[ -f $out/ncu-k4.ncu-rep ]]; then
       ncu -i "$out/ncu-k4.ncu-rep" --page raw --csv --print-nvtx-rename kernel \
-        --metrics "$metrics,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_registers,smsp__inst_executed.sum,sm__cycles_elapsed.max" \
+        --metrics "$metrics,$dram,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_registers,smsp__inst_executed.sum,sm__cycles_elapsed.max" \
         >"$out/ncu-k4-raw.csv" 2>&1 || true
       python3 bench/ncu_summary.py "$out/ncu-k4-raw.csv" || true
     fi

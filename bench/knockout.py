@@ -72,6 +72,8 @@ CANDIDATES = (
     "bv128+late1+mbp0",  # v6 (dropped): 89 registers, no spills, 5 CTAs/SM
     "bv64+late4",  # next (v7): state staged in smem; 72 registers, no spills, ~39 KB smem: 5/SM
     "bv128+late4",  # next (v7): 61 registers, no spills, ~61 KB smem: 3 CTAs/SM
+    "bv128+late5",  # next (v8): tile 0 in registers, tile 1 staged in smem at entry; 92 registers
+    "bv128+late5+mbp5",  # no spills, 45.2 KB smem: 5 CTAs/SM by both
     "bv64+mbp7",
     "bv32",
     "bv16",

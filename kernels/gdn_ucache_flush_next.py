@@ -1,4 +1,4 @@
-"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v7).
+"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v8).
 
 gdn-ucache's own implementation of the ``gated_delta_rule_mtp_ucache_flush`` contract
 (``/work/shared/research/kernel-spec.md`` section 1) for nvidia-cutlass-dsl 4.8.0. vLLM loads this
@@ -75,11 +75,20 @@ wgmma/tcgen05/TMA, so the same code compiles for sm_90a and sm_100a. Tested on: 
 conformance 2026-12-03, results/kernel/k5; timed against flashinfer 2026-12-04,
 results/kernel/k7). SM100 (B200) is compile-checked only (CI builds sm_100a).
 
-v7 (this next version, compile-checked only) = v5b + launch knob late=4: every state tile goes by
-cp.async into shared memory at entry (no registers while in flight, as flashinfer's TMA stage),
-and the projection and the fold read it from there (the fold's re-read is a shared-memory read,
-not v6's L2 miss). ptxas: 72 registers without spills at BV=64 and 61 at BV=128 with no launch
-bound; shared memory (~39 KB at BV=64, ~61 KB at BV=128) then sets the CTAs per SM (5 and 3).
+v7 (measured in session 8, slower than v5b: kernels/NOTES.md) = v5b + launch knob late=4: every
+state tile goes by cp.async into shared memory at entry (no registers while in flight, as
+flashinfer's TMA stage), and the projection and the fold read it from there. ptxas: 72 registers
+without spills at BV=64 and 61 at BV=128; shared memory (~39 KB at BV=64, ~61 KB at BV=128) then
+sets the CTAs per SM (5 and 3).
+
+v8 (this next version, compile-checked only) adds launch knob late=5: v5b's late3 with its
+deferred tile staged. Tile 0 of each warp is loaded into registers at entry as in late3; tile 1
+goes by cp.async into shared memory at entry too, so late3's second dependent DRAM trip (issued
+only after tile 0's projection and fold) is gone and each CTA has both tiles in flight at once.
+One 16 KB tile of stage keeps the CTA at 45.2 KB of shared memory: 5 CTAs/SM, as the registers
+allow (92 without a bound, 96 at mbp5, no spills). k8 (session 9) says why: the state loads
+alone stream at 83 us (HV=32 B=256 verify, floor 77, flashinfer 86) and the full kernel takes 97:
+the loads and the math overlap badly.
 """
 
 import os
@@ -541,22 +550,23 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         warp: Any,
         tid: Any,
         ntile: int,
+        first: int,
         tiles: int,
         g4: Any,
         c4: Any,
         live: Any,
         skip: bool,
     ) -> None:
-        """v7: cp.async of this thread's chunks of its state tiles (the same 16-byte chunks
-        load_state_tile reads) into its own slots of `stage` (Int32 words); no registers while
-        in flight (slots: stage_slot). Pad rows (live false) zero-fill from slot 0's in-bounds
-        addresses. Commits its own group."""
+        """v7/v8: cp.async of this thread's chunks of its state tiles first..tiles-1 (the same
+        16-byte chunks load_state_tile reads) into its own slots of `stage` (Int32 words; tile
+        first goes to stage tile 0); no registers while in flight (slots: stage_slot). Pad rows
+        (live false) zero-fill from slot 0's in-bounds addresses. Commits its own group."""
         if not skip:
-            for ti in range(tiles):
+            for ti in range(first, tiles):
                 for rr in range(2):
                     for i in range(4):
                         cp_async16(
-                            stage_slot(stage, tid, ti, rr, i),
+                            stage_slot(stage, tid, ti - first, rr, i),
                             state_chunk(st_head, v0, warp, ti, ntile, g4, c4, rr, i),
                             live,
                         )
@@ -859,8 +869,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # registers in flight, like flashinfer's TMA stage); the projection and the fold
             # read it from there, so no state register lives across the prologue or the fold
             self.ssm = late == 4
+            # late=5 (v8): the first tile in registers at entry as late3 loads it, the deferred
+            # tile by cp.async into shared memory at entry too (late3's exposed second trip
+            # gone; 16 KB of stage, so shared memory still fits 5 CTAs/SM at BV=128)
+            self.hybrid = late == 5
+            # staged tiles: the last n_staged tiles of each warp (n_early = the others)
+            self.n_staged = self.TILES_PER_WARP if self.ssm else (1 if self.hybrid else 0)
             self.late_seq = late == 3
-            self.late = 0 if self.ssm else min(1 if late == 3 else late, self.TILES_PER_WARP)
+            late_tiles = min(1 if late == 3 else late, self.TILES_PER_WARP)
+            self.late = self.n_staged if self.n_staged else late_tiles
             self.mbp = mbp
             # persistent CTAs: grid z = nprog < B programs, each walking rows z0, z0 + nprog, ...
             # and prefetching the next row's cursors and state tiles during the current row
@@ -1034,7 +1051,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             g4 = lane // 4
             c8 = (tid % 16) * 8  # vec_qk: this thread's 8 elements of its [k; q] row
             c4 = lane % 4
-            n_early = 0 if self.ssm else self.TILES_PER_WARP - self.late
+            n_early = self.TILES_PER_WARP - self.late
             skip_state = "state" in self.skip
 
             smem = SmemAllocator()
@@ -1093,9 +1110,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             vs = cute.make_tensor(
                 smem.allocate_array(Float32, T * VSS, byte_alignment=16), cute.make_layout(T * VSS)
             )
-            # v7 (late4): this CTA's state tiles, 32 words per thread per tile (BV x 128 x 2 B)
+            # v7 (late4) / v8 (late5): this CTA's staged state tiles, 32 words per thread per
+            # tile (16 rows per warp x 128 x 2 B)
             stage = smem.allocate_array(
-                Int32, self.TILES_PER_WARP * 32 * THREADS if self.ssm else 4, byte_alignment=16
+                Int32, self.n_staged * 32 * THREADS if self.n_staged else 4, byte_alignment=16
             )
 
             # The three cursors are [B] tensors (real for pad rows too): load them together.
@@ -1190,11 +1208,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
                     kc16, uw16, graw, BV, KPW,
                 )  # fmt: skip
-            if cutlass.const_expr(self.ssm):
+            if cutlass.const_expr(self.n_staged):
                 # after the windows' group, so that the prologue can wait for the windows alone
                 stage_state_tiles(
-                    st_head0, stage, v0, warp, tid, self.NTILE, self.TILES_PER_WARP, g4, c4,
-                    slot >= Int32(0), skip_state,
+                    st_head0, stage, v0, warp, tid, self.NTILE, n_early, self.TILES_PER_WARP,
+                    g4, c4, slot >= Int32(0), skip_state,
                 )  # fmt: skip
             kpk_pre = []
             if cutlass.const_expr(self.early):
@@ -1448,7 +1466,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
 
                     if cutlass.const_expr(self.early):
                         # the windows and the g row (entry); v7: the state group may still fly
-                        cute.arch.cp_async_wait_group(1 if self.ssm else 0)
+                        cute.arch.cp_async_wait_group(1 if self.n_staged else 0)
                     cute.arch.sync_threads()
                     if cutlass.const_expr(self.early):
                         # G* (0 for an empty window), the window weights w_j = e^{G* - g_j} (read
@@ -1597,11 +1615,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 mmat[s_ * T + lane] = m_s
 
                     # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ---------
-                    if cutlass.const_expr(self.ssm):
-                        # this thread's own staged chunks have landed (no barrier: each thread
-                        # reads only the chunks it copied)
-                        cute.arch.cp_async_wait_group(0)
-                    if cutlass.const_expr(not self.late_seq and not self.ssm):
+                    if cutlass.const_expr(not self.late_seq and not self.n_staged):
                         for ti in cutlass.range_constexpr(n_early, self.TILES_PER_WARP):
                             sa_tiles.append(
                                 load_state_tile(
@@ -1626,8 +1640,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         if tile < self.NTILE:
                             lr0 = tile * 16 + g4
                             rows = (lr0, lr0 + 8)
-                            if cutlass.const_expr(self.ssm):
-                                sa = read_staged_tile(stage, tid, ti, skip_state)
+                            if cutlass.const_expr(self.n_staged and ti >= n_early):
+                                if cutlass.const_expr(ti == n_early):
+                                    # this thread's own staged chunks have landed (no barrier:
+                                    # each thread reads only the chunks it copied); v8 waits only
+                                    # after the register tile's projection and fold
+                                    cute.arch.cp_async_wait_group(0)
+                                sa = read_staged_tile(stage, tid, ti - n_early, skip_state)
                             elif cutlass.const_expr(self.late_seq and ti >= n_early):
                                 sa = load_state_tile(
                                     st_head, v0, warp, ti, self.NTILE, g4, c4, skip_state
@@ -1697,8 +1716,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         )
                                     )
                                 newc = [[[None] * 4 for _ in range(4)] for _ in range(2)]
-                                if cutlass.const_expr(self.ssm):  # re-read: shared, not L2
-                                    sa = read_staged_tile(stage, tid, ti, skip_state, True)
+                                if cutlass.const_expr(self.n_staged and ti >= n_early):
+                                    # re-read: shared, not L2
+                                    sa = read_staged_tile(
+                                        stage, tid, ti - n_early, skip_state, True
+                                    )
                                 for t16 in cutlass.range_constexpr(16):
                                     fi, fw = t16 // 4, t16 % 4
                                     bff = [kb[(t16 * 2) * 32 + lane], kb[(t16 * 2 + 1) * 32 + lane]]
@@ -2024,10 +2046,10 @@ def compile_variant(
     """
     if os.environ.get("GDN_UCACHE_LATE"):
         late = int(os.environ["GDN_UCACHE_LATE"])
-    if late == 4 and persist:
+    if late in (4, 5) and persist:
         raise ValueError(
-            "late=4 (state staged in shared memory) runs one row per CTA: unset GDN_UCACHE_LATE or "
-            "set GDN_UCACHE_PERSIST=0"
+            f"late={late} (state staged in shared memory) runs one row per CTA: unset "
+            "GDN_UCACHE_LATE or set GDN_UCACHE_PERSIST=0"
         )
     import cuda.bindings.driver as cuda_drv
     import cutlass

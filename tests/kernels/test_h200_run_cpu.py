@@ -1,6 +1,6 @@
-"""bench/h200_run.sh's k8 mode on the CPU, with stub commands: every step it plans runs with the
-arguments the H200 call needs, and the archive comes back. A typo found here costs nothing; on the
-GPU host it costs device minutes."""
+"""bench/h200_run.sh's k4 and k8 modes on the CPU, with stub commands: every step it plans runs
+with the arguments the H200 call needs, and the archive comes back. A typo found here costs
+nothing; on the GPU host it costs device minutes."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 STUB = """#!/usr/bin/env bash
-echo "$(basename "$0") $*" >>"$STUB_LOG"
-echo "  GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-} GDN_UCACHE_OURS_MODULE=${GDN_UCACHE_OURS_MODULE:-}" \\
-  >>"$STUB_LOG"
+# one line per call (background steps append concurrently): the command, then its knobs
+echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
+  "GDN_UCACHE_OURS_MODULE=${GDN_UCACHE_OURS_MODULE:-} GDN_UCACHE_LATE=${GDN_UCACHE_LATE:-}" \\
+  "GDN_UCACHE_BV=${GDN_UCACHE_BV:-}" >>"$STUB_LOG"
 if [[ $(basename "$0") == ncu ]]; then
   prev=""
   for a in "$@"; do
@@ -26,7 +27,8 @@ exit 0
 """
 
 
-def test_k8_mode_runs_every_step(tmp_path: Path) -> None:
+def run_mode(tmp_path: Path, mode: str) -> tuple[str, Path]:
+    """Run one mode with stub python3/ncu/nvidia-smi/timeout; return the stub log and $OUT."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name in ("python3", "ncu", "nvidia-smi", "timeout"):
@@ -43,11 +45,38 @@ def test_k8_mode_runs_every_step(tmp_path: Path) -> None:
         STUB_LOG=str(log),
     )
     proc = subprocess.run(
-        ["bash", "bench/h200_run.sh", "k8"], cwd=ROOT, env=env, capture_output=True, text=True,
+        ["bash", "bench/h200_run.sh", mode], cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=60,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    calls = log.read_text()
+    return log.read_text(), out
+
+
+def test_k4_mode_measures_next_at_its_forced_path(tmp_path: Path) -> None:
+    """k4 on v8: #3's suite with late5 forced at BV=128, v8's launch candidates next to the
+    shipped file and flashinfer in both arms, its knock-outs (stream incl.) and an ncu of the
+    forced path beside flashinfer's with the DRAM columns."""
+    calls, out = run_mode(tmp_path, "k4")
+    lines = calls.splitlines()
+    suites = [ln for ln in lines if "run_gpu_suite.py" in ln]
+    assert len(suites) == 2
+    forced = next(ln for ln in suites if "suite-k4-late5" in ln)
+    assert "GDN_UCACHE_LATE=5 GDN_UCACHE_BV=128" in forced
+    sweeps = [ln for ln in lines if "bench/knockout.py" in ln]
+    assert len(sweeps) == 3
+    for sweep in sweeps:
+        assert "--backends flashinfer" in sweep and " next:bv128+late5 " in f"{sweep} "
+    assert " next:bv128+late5+stream " in f"{sweeps[2]} "
+    profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
+    assert len(profiles) == 1
+    assert "--backends ours flashinfer" in profiles[0] and "dram__throughput" in profiles[0]
+    assert "GDN_UCACHE_LATE=5" in profiles[0]
+    with tarfile.open(out / "kernel-k4.tar.gz") as tar:
+        assert "kernel/ncu-k4.ncu-rep" in tar.getnames()
+
+
+def test_k8_mode_runs_every_step(tmp_path: Path) -> None:
+    calls, out = run_mode(tmp_path, "k8")
     knockout = next(ln for ln in calls.splitlines() if "bench/knockout.py" in ln)
     for variant in (
         "next:base+stream",

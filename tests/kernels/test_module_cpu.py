@@ -198,6 +198,10 @@ _VARIANTS_NEXT = [
     [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 0, 1, 2],
     [8, 16, 64, 64, "fp16", "fp16", "fp16", 0, 1, 1, 2],
     [4, 2, 4, 128, "bf16", "fp16", "fp16", 0, 3, 1, 2],
+    # late5 (v8 in next; the shipped file reads it as two late tiles): T=8 with stochastic
+    # rounding, and BV=64 where the staged tile is the warp's only one
+    [8, 16, 48, 128, "bf16", "bf16", "bf16", 1, 5, 0],
+    [6, 16, 32, 64, "fp16", "fp16", "fp16", 0, 5, 0],
 ]
 
 
@@ -277,12 +281,43 @@ def test_staged_state_compiles_to_shared_reads(tmp_path: Path) -> None:
     _portable(ptx)
 
 
+def _stages_one_tile(path: Path) -> bool:
+    # v8 and later: launch knob late=5 stages only the deferred tile
+    return "self.hybrid = late == 5" in path.read_text()
+
+
+@pytest.mark.skipif(not NEXT.exists() or not _stages_one_tile(NEXT), reason="no late5 in next")
+def test_late5_stages_only_the_deferred_tile(tmp_path: Path) -> None:
+    """late=5 (v8) at BV=128, T=4 (two tiles per warp): tile 0 comes by 8 global 16-byte loads
+    per thread, tile 1 by 8 cp.async into shared memory at entry and back by ld.shared.v4 for the
+    projection and again for the fold (16 reads); late3 loads both tiles from global memory."""
+    counts = {}
+    for late in (3, 5):
+        dump = tmp_path / f"late{late}"
+        dump.mkdir()
+        _, ptx = _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, late]], dump, NEXT)
+        counts[late] = {
+            "ldg": len(re.findall(r"ld\.global\S*\.v4", ptx)),
+            "lds": ptx.count("ld.shared.v4.b32"),
+            "again": ptx.count("// again"),
+            "cp_async": len(re.findall(r"cp\.async\.c[ga]", ptx)),
+        }
+        if late == 5:
+            _portable(ptx)
+            # the prologue waits for the windows' group alone
+            assert re.search(r"cp\.async\.wait_group\s+1;", ptx)
+    assert counts[3]["ldg"] - counts[5]["ldg"] == 8
+    assert counts[5]["cp_async"] - counts[3]["cp_async"] == 8
+    assert counts[5]["lds"] - counts[3]["lds"] == 16 and counts[5]["again"] == 8
+
+
 @pytest.mark.skipif(not NEXT.exists() or not _stages_state(NEXT), reason="no staged-state next")
 def test_staged_state_refuses_persistent_ctas(monkeypatch: pytest.MonkeyPatch) -> None:
     knext = _load({}, "gdnu_cpu_next_late4", NEXT)
-    monkeypatch.setenv("GDN_UCACHE_LATE", "4")
-    with pytest.raises(ValueError, match="GDN_UCACHE_PERSIST=0"):
-        knext.compile_variant(4, 16, 32, 128, persist=True)
+    for late in ("4", "5") if _stages_one_tile(NEXT) else ("4",):
+        monkeypatch.setenv("GDN_UCACHE_LATE", late)
+        with pytest.raises(ValueError, match=f"late={late} .*GDN_UCACHE_PERSIST=0"):
+            knext.compile_variant(4, 16, 32, 128, persist=True)
 
 
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.stem)
