@@ -154,8 +154,20 @@ def launch_floor_us(scrub: torch.Tensor | None, reps: int) -> float:
     return time_graph(lambda: x.add_(1.0), _NoArgs(), scrub, reps)  # type: ignore[arg-type]
 
 
+# Warm L2: calls per captured graph. One call per replay timed 6-13 us at B=1 for both kernels
+# with 2x jumps between neighbouring points (session 9, results/kernel/k8/warm-b1-k8.log): the
+# host's graph launch still landed between the events now and then. Back-to-back calls inside one
+# graph are what a serving step sees (the kernel between other kernels of a captured graph) and
+# leave the host out; the probe's 5.3 us for flashinfer (h200-probe.md) was also a mean over
+# back-to-back replays.
+WARM_CALLS = 16
+
+
 def time_graph(fn: Any, point: Point, scrub: torch.Tensor | None, reps: int) -> float:
-    """Median microseconds of one graph replay of `fn` on a cold L2 (warm if scrub is None)."""
+    """Median microseconds per call of `fn` in graph replay: on a cold L2, one call per replay
+    after a read-only scrub of > 2x L2; warm (scrub None), WARM_CALLS back-to-back calls captured
+    in one graph, the replay's time divided by WARM_CALLS."""
+    calls = 1 if scrub is not None else WARM_CALLS
     for _ in range(2):
         point.call(fn)
     torch.cuda.synchronize()
@@ -166,7 +178,8 @@ def time_graph(fn: Any, point: Point, scrub: torch.Tensor | None, reps: int) -> 
         point.call(fn)
     torch.cuda.current_stream().wait_stream(side)
     with torch.cuda.graph(graph):
-        point.call(fn)
+        for _ in range(calls):
+            point.call(fn)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     sink = torch.zeros((), device="cuda")
@@ -182,7 +195,7 @@ def time_graph(fn: Any, point: Point, scrub: torch.Tensor | None, reps: int) -> 
         graph.replay()
         ends[i].record()
     torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends, strict=True))
+    times = sorted(s.elapsed_time(e) * 1e3 / calls for s, e in zip(starts, ends, strict=True))
     return times[len(times) // 2]
 
 
@@ -312,7 +325,11 @@ def main() -> int:
         "--out", type=Path, default=None, help="folder for bench.json / bench.md / bench.png"
     )
     ap.add_argument("--tag", default="bench")
-    ap.add_argument("--warm", action="store_true", help="no L2 scrub between replays (warm L2)")
+    ap.add_argument(
+        "--warm",
+        action="store_true",
+        help="warm L2: no scrub; WARM_CALLS back-to-back calls per graph replay, time per call",
+    )
     args = ap.parse_args()
 
     if not torch.cuda.is_available():

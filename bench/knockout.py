@@ -37,8 +37,10 @@ from bench.bench_ucache import (  # noqa: E402
     HBM_BYTES_PER_S,
     P_FLUSH,
     P_VERIFY,
+    WARM_CALLS,
     Point,
     floor_bytes,
+    launch_floor_us,
     load_backends,
     time_graph,
 )
@@ -297,7 +299,9 @@ def main() -> int:
         help="registered backends timed as they are (e.g. flashinfer), variant name 'base'",
     )
     ap.add_argument("--reps", type=int, default=15)
-    ap.add_argument("--warm", action="store_true", help="no L2 scrub between replays")
+    ap.add_argument(
+        "--warm", action="store_true", help="warm L2: no scrub, WARM_CALLS calls per graph replay"
+    )
     ap.add_argument("--json", type=Path, default=None, help="write all timings here (JSON)")
     ap.add_argument(
         "--budget-s", type=float, default=1e9, help="stop starting new points after this"
@@ -327,7 +331,10 @@ def main() -> int:
         return out
 
     cols = [f"{m}:{v}" for m in handles for v in runs_for(m)]
-    print(f"# arm {args.arm}, {'warm' if args.warm else 'cold'} L2, us per call", flush=True)
+    mode = f"warm L2 ({WARM_CALLS} back-to-back calls per graph)" if args.warm else "cold L2"
+    print(f"# arm {args.arm}, {mode}, us per call", flush=True)
+    launch_us = launch_floor_us(scrub, args.reps)
+    print(f"# launch floor (one 1-element kernel, same timing): {launch_us:.2f} us", flush=True)
     for i, c in enumerate(cols):
         print(f"# column {i}: {c}")
     print(
@@ -366,7 +373,13 @@ def main() -> int:
                     print(line, flush=True)
                     if args.json:
                         args.json.parent.mkdir(parents=True, exist_ok=True)
-                        meta = dict(argv=sys.argv, warm=args.warm, reps=args.reps)
+                        meta = dict(
+                            argv=sys.argv,
+                            warm=args.warm,
+                            warm_calls=WARM_CALLS if args.warm else 1,
+                            reps=args.reps,
+                            launch_floor_us=launch_us,
+                        )
                         args.json.write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
     except StopIteration:
         pass

@@ -156,3 +156,92 @@ def test_choose_takes_the_smallest_mean_ratio_over_flush_levels() -> None:
     # a tie on the mean goes to the faster one at 20 % flush
     tie = [row(0, 100.0, 100.0, 110.0), row(20, 100.0, 110.0, 100.0)]
     assert choose(tie, "next", exclude=("no_all",)) == {(64, 256): "b"}
+
+
+class _FakeCuda:
+    """Just enough of torch.cuda for bench_ucache.time_graph on the CPU: every graph replay
+    'takes' 2 us per captured call plus 5 us of launch, and the events report that."""
+
+    def __init__(self) -> None:
+        self.captured = 0
+        self.capturing = False
+        self.clock = 0.0
+
+    class _Ctx:
+        def __init__(self, enter=None, exit_=None) -> None:
+            self.enter, self.exit_ = enter, exit_
+
+        def __enter__(self):
+            if self.enter:
+                self.enter()
+
+        def __exit__(self, *exc):
+            if self.exit_:
+                self.exit_()
+
+    def synchronize(self) -> None:
+        pass
+
+    def Stream(self):  # noqa: N802 - torch's name
+        return type("S", (), {"wait_stream": lambda self, other: None})()
+
+    def current_stream(self):
+        return self.Stream()
+
+    def stream(self, s):
+        return self._Ctx()
+
+    def CUDAGraph(self):  # noqa: N802
+        cuda = self
+
+        class Graph:
+            def replay(self) -> None:
+                cuda.clock += 5.0 + 2.0 * cuda.captured
+
+        return Graph()
+
+    def graph(self, g):
+        def enter() -> None:
+            self.capturing, self.captured = True, 0
+
+        def exit_() -> None:
+            self.capturing = False
+
+        return self._Ctx(enter, exit_)
+
+    def Event(self, enable_timing: bool = False):  # noqa: N802
+        cuda = self
+
+        class Ev:
+            def record(self) -> None:
+                self.t = cuda.clock
+
+            def elapsed_time(self, end) -> float:
+                return (end.t - self.t) / 1e3  # ms
+
+        return Ev()
+
+    def _sleep(self, cycles: int) -> None:
+        pass
+
+
+def test_time_graph_warm_mode_times_back_to_back_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warm: WARM_CALLS calls captured in one graph, the replay divided by them (so the launch
+    cost is shared); cold: one call per replay after the scrub."""
+    from bench import bench_ucache
+
+    cuda = _FakeCuda()
+    monkeypatch.setattr(bench_ucache.torch, "cuda", cuda)
+    sink = torch.zeros(())
+    monkeypatch.setattr(bench_ucache.torch, "zeros", lambda *a, **k: sink)
+
+    class Point:
+        def call(self, fn):
+            if cuda.capturing:
+                cuda.captured += 1
+
+    n = bench_ucache.WARM_CALLS
+    warm = bench_ucache.time_graph(None, Point(), None, reps=5)
+    assert warm == pytest.approx((5.0 + 2.0 * n) / n)
+    cold = bench_ucache.time_graph(None, Point(), torch.ones(4), reps=5)
+    assert cold == pytest.approx(7.0)
