@@ -137,6 +137,11 @@ k4)
     --variants next:base next:base+stream next:bv128+late5 next:bv128+late5+stream \
     next:bv128+late5+no_epi next:bv128+late5+no_fold next:bv128+late5+no_all 2>&1 |
     tee "$out/knockout-k4.log" || true
+  # B=1 on a warm L2 with the back-to-back timing (bench_ucache.WARM_CALLS): the 4 us target
+  timeout 30 python3 bench/knockout.py --warm --reps 20 --arm serving --hv 32 48 64 --batch 1 \
+    --flush 0 20 100 --budget-s 20 --json "$out/warm-b1-k4.json" --backends flashinfer \
+    --modules "$V4S" "$NX" --variants "$SHIP:base" next:bv32 next:bv128+late5 2>&1 |
+    tee "$out/warm-b1-k4.log" | grep -v '^# v' | tail -n 13 || true
   echo "# h200_run k4 before ncu: $((SECONDS - t_all)) s"
   if ((SECONDS - t_all < ${K4_NCU_BEFORE_S:-240})); then
     metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'

@@ -62,11 +62,13 @@ def test_k4_mode_measures_next_at_its_forced_path(tmp_path: Path) -> None:
     assert len(suites) == 2
     forced = next(ln for ln in suites if "suite-k4-late5" in ln)
     assert "GDN_UCACHE_LATE=5 GDN_UCACHE_BV=128" in forced
-    sweeps = [ln for ln in lines if "bench/knockout.py" in ln]
+    sweeps = [ln for ln in lines if "bench/knockout.py" in ln and "--warm" not in ln]
     assert len(sweeps) == 3
     for sweep in sweeps:
         assert "--backends flashinfer" in sweep and " next:bv128+late5 " in f"{sweep} "
     assert " next:bv128+late5+stream " in f"{sweeps[2]} "
+    warm = [ln for ln in lines if "bench/knockout.py --warm" in ln]
+    assert len(warm) == 1 and "--batch 1 " in warm[0] and "--backends flashinfer" in warm[0]
     profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
     assert len(profiles) == 1
     assert "--backends ours flashinfer" in profiles[0] and "dram__throughput" in profiles[0]
