@@ -323,3 +323,29 @@ def test_host_caches_split_into_parts_and_load_from_their_directory(tmp_path: Pa
     assert host.load_caches(archive, home=other, log=lambda *a: None) >= 3
     with pytest.raises(host.HostError, match="not found"):
         host.load_caches(out / "other.tar.gz", home=other, log=lambda *a: None)
+
+
+def test_plan_puts_an_earlier_sessions_host_caches_first(tmp_path: Path, inputs: dict) -> None:
+    """Caches kept in <cache>/host-caches/ are copied into the carry folder (never over files
+    already there) and PLAN.md opens with call 0 that loads them on the fresh host."""
+    saved = inputs["cache"] / "host-caches"
+    saved.mkdir(parents=True)
+    for n in range(2):
+        (saved / f"host-caches.tar.gz.{n:02d}").write_bytes(os.urandom(1000))
+    dest = tmp_path / "top/.gpu/host-caches"
+    assert bundle.place_host_caches(dest, inputs["cache"], log=lambda *a: None)
+    assert sorted(p.name for p in dest.iterdir()) == [
+        "host-caches.tar.gz.00",
+        "host-caches.tar.gz.01",
+    ]
+    (saved / "host-caches.tar.gz.00").write_bytes(b"newer")
+    assert bundle.place_host_caches(dest, inputs["cache"], log=lambda *a: None)
+    assert (dest / "host-caches.tar.gz.00").read_bytes() != b"newer"
+    assert not bundle.place_host_caches(tmp_path / "none", tmp_path / "empty-cache")
+
+    out, manifest = build(tmp_path, inputs)
+    plan = bundle.plan_markdown(manifest["_obj"], "out", 0, 64 << 20, ".gpu/host-caches")
+    rows = [ln for ln in plan.splitlines() if ln.startswith("| ")]
+    assert rows[1].startswith('| 0 (first, fresh host) | `[".gpu/host-caches"]` |')
+    assert "host.py load-caches .gpu/host-caches" in rows[1]
+    assert "| 0 " not in (out / "PLAN.md").read_text()  # build() in the tests sets no caches

@@ -359,8 +359,33 @@ class _concat(io.RawIOBase):
 # ----------------------------------------------------------------------------- plan
 
 
-def plan_markdown(manifest: Manifest, out_rel: str, tree_bytes: int, limit_bytes: int) -> str:
-    """Which device call carries what, as the next session should type it."""
+def place_host_caches(dest: Path, cache: Path, log=print) -> bool:
+    """Put the host JIT caches an earlier session saved (host.py save-caches; its files kept in
+    <cache>/host-caches/) into dest for a carry. Files already in dest win (never overwritten).
+    True if dest then holds an archive."""
+    if any(dest.glob("*.tar.gz*")):
+        return True
+    src = cache / "host-caches"
+    files = sorted(src.glob("*.tar.gz*")) if src.is_dir() else []
+    if not files:
+        return False
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        shutil.copy2(f, dest / f.name)
+    size = sum(f.stat().st_size for f in files)
+    log(f"host caches: {len(files)} file(s), {size / MIB:.1f} MiB from {src} -> {dest}")
+    return True
+
+
+def plan_markdown(
+    manifest: Manifest,
+    out_rel: str,
+    tree_bytes: int,
+    limit_bytes: int,
+    caches_rel: str | None = None,
+) -> str:
+    """Which device call carries what, as the next session should type it (call 0: the host JIT
+    caches of an earlier session, when there are any)."""
     lines = [
         "# GPU-host bundle: transfer plan",
         "",
@@ -373,6 +398,13 @@ def plan_markdown(manifest: Manifest, out_rel: str, tree_bytes: int, limit_bytes
         "| call | carry | command starts with |",
         "|---|---|---|",
     ]
+    if caches_rel:
+        carry = json.dumps([caches_rel])
+        lines.append(
+            f"| 0 (first, fresh host) | `{carry}` | `python3 tools/gpuhost/host.py load-caches "
+            f"{caches_rel}` (Triton/vLLM/flashinfer/CUDA JIT caches: the first engine starts "
+            "without the ~150 s of JIT) |"
+        )
     last = len(manifest.chunks)
     for chunk in manifest.chunks:
         carry = json.dumps([f"{out_rel}/MANIFEST.json", f"{out_rel}/{chunk['name']}"])
@@ -505,6 +537,9 @@ class BundleConfig:
     download: bool = True
     xz_big: tuple[str, ...] = ("-T1", "--lzma2=preset=9e,dict=192MiB")
     xz_small: tuple[str, ...] = ("-T2", "-9")
+    # where the host JIT caches of an earlier session go for call 0's carry (main: <top>/.gpu/
+    # host-caches, filled from <cache>/host-caches); None: no call 0 in the plan
+    host_caches: Path | None = None
 
 
 def find_vllm_wheel(cfg: BundleConfig, version: str = "0.33.0") -> Path:
@@ -633,7 +668,15 @@ def build(cfg: BundleConfig, log=print) -> Manifest:
         out_rel = cfg.out.relative_to(cfg.top).as_posix()
     except ValueError:
         out_rel = str(cfg.out)
-    (cfg.out / "PLAN.md").write_text(plan_markdown(manifest, out_rel, tree, cfg.limit_bytes))
+    caches_rel = None
+    if cfg.host_caches is not None and place_host_caches(cfg.host_caches, cfg.cache, log=log):
+        try:
+            caches_rel = cfg.host_caches.relative_to(cfg.top).as_posix()
+        except ValueError:
+            caches_rel = str(cfg.host_caches)
+    (cfg.out / "PLAN.md").write_text(
+        plan_markdown(manifest, out_rel, tree, cfg.limit_bytes, caches_rel)
+    )
     if tree + chunk_bytes + TREE_MARGIN // 2 > cfg.limit_bytes:
         log(
             f"warning: work tree {tree / MIB:.1f} MiB + chunk {chunk_bytes / MIB:.0f} MiB "
@@ -694,6 +737,7 @@ def main(argv: list[str] | None = None) -> int:
         chunk_bytes=int(args.chunk_mib * MIB),
         components=tuple(c for c in args.components.split(",") if c),
         download=not args.offline,
+        host_caches=top / ".gpu/host-caches",
     )
     if args.fast:
         cfg.xz_big = cfg.xz_small = ("-T2", "-6")
