@@ -2020,6 +2020,17 @@ def _arch_string(device: torch.device | None) -> str:
     return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
 
 
+# Launch knob `late`: where each warp's state tiles go and when.
+LATE_MODES = {
+    0: "every tile into registers at entry",
+    1: "the last tile into registers at the projection",
+    2: "two tiles into registers at the projection",
+    3: "the last tile into registers after the first tile's projection and fold",
+    4: "every tile by cp.async into shared memory at entry (v7)",
+    5: "the first tile into registers and the last into shared memory, both at entry (v8)",
+}
+
+
 def compile_variant(
     T: int,
     H: int,
@@ -2046,6 +2057,11 @@ def compile_variant(
     """
     if os.environ.get("GDN_UCACHE_LATE"):
         late = int(os.environ["GDN_UCACHE_LATE"])
+    if late not in LATE_MODES:
+        raise ValueError(
+            f"late={late} (GDN_UCACHE_LATE or the launch table): expected one of "
+            + ", ".join(f"{k} ({v})" for k, v in LATE_MODES.items())
+        )
     if late in (4, 5) and persist:
         raise ValueError(
             f"late={late} (state staged in shared memory) runs one row per CTA: unset "

@@ -311,6 +311,14 @@ def test_late5_stages_only_the_deferred_tile(tmp_path: Path) -> None:
     assert counts[5]["lds"] - counts[3]["lds"] == 16 and counts[5]["again"] == 8
 
 
+@pytest.mark.skipif(not NEXT.exists() or not _stages_one_tile(NEXT), reason="no late5 in next")
+def test_unknown_late_mode_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    knext = _load({}, "gdnu_cpu_next_late9", NEXT)
+    monkeypatch.setenv("GDN_UCACHE_LATE", "9")
+    with pytest.raises(ValueError, match=r"late=9 \(GDN_UCACHE_LATE.*5 \(the first tile"):
+        knext.compile_variant(4, 16, 32, 128)
+
+
 @pytest.mark.skipif(not NEXT.exists() or not _stages_state(NEXT), reason="no staged-state next")
 def test_staged_state_refuses_persistent_ctas(monkeypatch: pytest.MonkeyPatch) -> None:
     knext = _load({}, "gdnu_cpu_next_late4", NEXT)
