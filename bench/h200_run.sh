@@ -65,6 +65,35 @@ conformance() {  # $1 = tag, $2 = seconds, $3 = pytest -k expression ("" = all),
   echo "# conformance $1: wall $((SECONDS - t0)) s"
 }
 
+# Nsight Compute of bench/ncu_profile.py's launches (k4, k8): stall reasons, occupancy, DRAM
+# throughput and bytes; $1 = report name under $out, $2 = seconds, then ncu_profile.py's arguments
+# (knobs such as GDN_UCACHE_LATE / GDN_UCACHE_SKIP pass through the environment). Writes NAME.log,
+# NAME.ncu-rep, NAME-details.txt, NAME-raw.csv and prints ncu_summary's table.
+NCU_STALLS='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
+NCU_DRAM=dram__bytes.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct
+ncu_profile() {
+  local name=$1 limit=$2
+  shift 2
+  local raw="$NCU_STALLS,$NCU_DRAM,gpu__time_duration.sum"
+  raw="$raw,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread"
+  raw="$raw,launch__occupancy_limit_registers,smsp__inst_executed.sum,sm__cycles_elapsed.max"
+  timeout "$limit" ncu --clock-control none --profile-from-start off --nvtx \
+    --print-nvtx-rename kernel --section SpeedOfLight --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+    --metrics "$NCU_STALLS,$NCU_DRAM" -o "$out/$name" -f python3 bench/ncu_profile.py "$@" \
+    >"$out/$name.log" 2>&1 || echo "# ncu $name rc=$?"
+  if [[ -f $out/$name.ncu-rep ]]; then
+    ncu -i "$out/$name.ncu-rep" --page details --print-nvtx-rename kernel \
+      >"$out/$name-details.txt" 2>&1 || true
+    ncu -i "$out/$name.ncu-rep" --page raw --csv --print-nvtx-rename kernel --metrics "$raw" \
+      >"$out/$name-raw.csv" 2>&1 || true
+    echo "== $name"
+    python3 bench/ncu_summary.py "$out/$name-raw.csv" || true
+  else
+    tail -5 "$out/$name.log"
+  fi
+}
+
 case $mode in
 k4)
   NEXTF=kernels/gdn_ucache_flush_next.py
@@ -144,22 +173,9 @@ k4)
     tee "$out/warm-b1-k4.log" | grep -v '^# v' | tail -n 13 || true
   echo "# h200_run k4 before ncu: $((SECONDS - t_all)) s"
   if ((SECONDS - t_all < ${K4_NCU_BEFORE_S:-240})); then
-    metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
-    dram=dram__bytes.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct
-    # next at its forced path (v8: late5) and flashinfer, with the DRAM columns of k8
-    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=${forced#late} timeout 50 ncu \
-      --clock-control none --profile-from-start off \
-      --nvtx --print-nvtx-rename kernel --section SpeedOfLight --section Occupancy \
-      --section LaunchStats --section WarpStateStats --section SchedulerStats \
-      --metrics "$metrics,$dram" -o "$out/ncu-k4" -f python3 bench/ncu_profile.py \
-      --backends ours flashinfer --hv 32 --batch 256 32 --flush 0 \
-      >"$out/ncu-k4.log" 2>&1 || echo "# ncu rc=$?"
-    if [[ -f $out/ncu-k4.ncu-rep ]]; then
-      ncu -i "$out/ncu-k4.ncu-rep" --page raw --csv --print-nvtx-rename kernel \
-        --metrics "$metrics,$dram,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_registers,smsp__inst_executed.sum,sm__cycles_elapsed.max" \
-        >"$out/ncu-k4-raw.csv" 2>&1 || true
-      python3 bench/ncu_summary.py "$out/ncu-k4-raw.csv" || true
-    fi
+    # next at its forced path (v8: late5) and flashinfer
+    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=${forced#late} ncu_profile ncu-k4 50 \
+      --backends ours flashinfer --hv 32 --batch 256 32 --flush 0
   fi
   tar -czf "$out/../kernel-k4.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
@@ -184,28 +200,11 @@ k8)
     tee "$out/warm-b1-k8.log" | grep -v '^# v' | tail -n 12 || true
   # 2. Nsight Compute: ours (shipped, table config) and flashinfer, then ours' stream-only build
   t0=$SECONDS
-  metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
-  dram=dram__bytes.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct
-  raw="$metrics,$dram,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active"
-  raw="$raw,launch__registers_per_thread,launch__occupancy_limit_registers"
   for run in main stream; do
     skip=""; backends=(ours flashinfer)
     if [[ $run == stream ]]; then skip=proj,epi,fold,sink; backends=(ours); fi
-    GDN_UCACHE_OURS_MODULE=kernels/gdn_ucache_flush_next.py GDN_UCACHE_SKIP=$skip timeout 80 \
-      ncu --clock-control none --profile-from-start off --nvtx --print-nvtx-rename kernel \
-      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-      --section SchedulerStats --section MemoryWorkloadAnalysis --metrics "$metrics,$dram" \
-      -o "$out/ncu-k8-$run" -f python3 bench/ncu_profile.py --backends "${backends[@]}" \
-      --hv 32 --batch 256 32 --flush 0 20 >"$out/ncu-k8-$run.log" 2>&1 || echo "# ncu $run rc=$?"
-    if [[ -f $out/ncu-k8-$run.ncu-rep ]]; then
-      ncu -i "$out/ncu-k8-$run.ncu-rep" --page details --print-nvtx-rename kernel \
-        >"$out/ncu-k8-$run-details.txt" 2>&1 || true
-      ncu -i "$out/ncu-k8-$run.ncu-rep" --page raw --csv --print-nvtx-rename kernel \
-        --metrics "$raw" >"$out/ncu-k8-$run-raw.csv" 2>&1 || true
-      echo "== ncu $run"; python3 bench/ncu_summary.py "$out/ncu-k8-$run-raw.csv" || true
-    else
-      tail -5 "$out/ncu-k8-$run.log"
-    fi
+    GDN_UCACHE_OURS_MODULE=kernels/gdn_ucache_flush_next.py GDN_UCACHE_SKIP=$skip \
+      ncu_profile "ncu-k8-$run" 80 --backends "${backends[@]}" --hv 32 --batch 256 32 --flush 0 20
   done
   echo "# ncu wall $((SECONDS - t0)) s; h200_run k8: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k8.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
@@ -309,21 +308,7 @@ k1)
 k3)
   # 1. Nsight Compute: where a CTA's time goes, ours vs flashinfer (one launch per point)
   t0=$SECONDS
-  metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
-  timeout 100 ncu --clock-control none --profile-from-start off --nvtx --print-nvtx-rename kernel \
-    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-    --section SchedulerStats --section MemoryWorkloadAnalysis --metrics "$metrics" \
-    -o "$out/ncu-k3" -f python3 bench/ncu_profile.py --backends ours flashinfer --hv 32 \
-    --batch 256 32 1 --flush 0 100 >"$out/ncu-k3.log" 2>&1 || echo "# ncu rc=$?"
-  if [[ -f $out/ncu-k3.ncu-rep ]]; then
-    ncu -i "$out/ncu-k3.ncu-rep" --page details --print-nvtx-rename kernel >"$out/ncu-k3-details.txt" 2>&1 || true
-    ncu -i "$out/ncu-k3.ncu-rep" --page raw --csv --print-nvtx-rename kernel \
-      --metrics "$metrics,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_registers" \
-      >"$out/ncu-k3-raw.csv" 2>&1 || true
-    python3 bench/ncu_summary.py "$out/ncu-k3-raw.csv" || true
-  else
-    tail -20 "$out/ncu-k3.log"
-  fi
+  ncu_profile ncu-k3 100 --backends ours flashinfer --hv 32 --batch 256 32 1 --flush 0 100
   echo "# ncu wall $((SECONDS - t0)) s"
   # 2. conformance without the hi/lo split (#3's suite, serving + bf16), so that nosplit could ship
   t0=$SECONDS

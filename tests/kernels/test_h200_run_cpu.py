@@ -99,3 +99,16 @@ def test_k8_mode_runs_every_step(tmp_path: Path) -> None:
     with tarfile.open(out / "kernel-k8.tar.gz") as tar:
         names = tar.getnames()
     assert "kernel/ncu-k8-main.ncu-rep" in names and "kernel/ncu-k8-stream.ncu-rep" in names
+
+
+def test_every_nsight_compute_mode_uses_the_one_profile_function(tmp_path: Path) -> None:
+    """k3 (an old record mode) profiles through the same ncu_profile as k4 and k8: one ncu run
+    with the DRAM columns, then its details and raw pages."""
+    calls, _ = run_mode(tmp_path, "k3")
+    lines = calls.splitlines()
+    profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
+    assert len(profiles) == 1 and "ncu-k3" in profiles[0]
+    assert "--batch 256 32 1 --flush 0 100" in profiles[0] and "dram__bytes.sum" in profiles[0]
+    pages = [ln for ln in lines if ln.startswith("ncu -i ")]
+    assert any("--page details" in ln for ln in pages) and any("--page raw" in ln for ln in pages)
+    assert (ROOT / "bench/h200_run.sh").read_text().count("ncu --clock-control") == 1
