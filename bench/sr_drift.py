@@ -6,6 +6,9 @@ once with round-to-nearest and once with stochastic rounding of the folded state
 inputs, and reports the state error vs the float64 truth over time (mean over blocks, per step).
 
     python bench/sr_drift.py --steps 400 --out results/kernel
+
+The JSON and the table are rewritten after every run, so a run cut by `--budget-s` (no new run
+starts past it) or by a timeout keeps what finished; each row records its wall seconds.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import json
 import math
 import shlex
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -47,15 +52,43 @@ def handle_for(arm_name: str, sr: bool) -> KernelHandle:
     )
 
 
-def main() -> int:
+def write_outputs(out: Path, rows: list[dict[str, Any]]) -> None:
+    """sr_drift.json (every row, with its error series) and sr_drift.md (the table)."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = "python " + " ".join(shlex.quote(a) for a in sys.argv)
+    (out / "sr_drift.json").write_text(json.dumps(dict(command=cmd, rows=rows), indent=1))
+    md = [
+        "# Stochastic rounding of the folded checkpoint: long-run state error vs float64 truth",
+        "",
+        f"Command: `{cmd}`",
+        "",
+        "Mean relative state error (checkpoint + live window vs the float64 recurrence), "
+        "averaged over the 2nd and the last tenth of the run; every step accepts all T=4 "
+        "drafts, so a row flushes every 4 steps.",
+        "",
+        "| arm | gates | SR | steps | flush rows | 2nd tenth | last tenth | last / 2nd | wall s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        md.append(
+            f"| {r['arm']} | {r['gates']} | {'on' if r['sr'] else 'off'} | {r.get('steps', '-')} "
+            f"| {r['flushes']} | {r['early']:.3e} | {r['late']:.3e} | "
+            f"{r['late'] / r['early']:.2f} | {r.get('wall_s', float('nan')):.1f} |"
+        )
+    (out / "sr_drift.md").write_text("\n".join(md) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--arms", nargs="+", default=["bf16", "serving"])
     ap.add_argument("--gates", nargs="+", default=["no_decay", "mixed"])
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args()
-    rows = []
+    ap.add_argument("--budget-s", type=float, default=0.0, help="start no run after this (0: none)")
+    args = ap.parse_args(argv)
+    rows: list[dict[str, Any]] = []
+    t_start = time.time()
     print(
         f"{'arm':8s} {'gates':9s} {'SR':>3s} {'flushes':>7s} {'2nd tenth':>10s} "
         f"{'last tenth':>11s} {'final':>10s}"
@@ -63,6 +96,10 @@ def main() -> int:
     for arm in args.arms:
         for gates in args.gates:
             for sr in (False, True):
+                if args.budget_s and time.time() - t_start > args.budget_s:
+                    print(f"# budget: {arm} {gates} SR={int(sr)} not started", flush=True)
+                    continue
+                t_run = time.time()
                 cfg = HarnessConfig(
                     num_requests=8,
                     num_k_heads=2,
@@ -88,6 +125,8 @@ def main() -> int:
                         arm=arm,
                         gates=gates,
                         sr=sr,
+                        steps=args.steps,
+                        wall_s=time.time() - t_run,
                         flushes=flushes,
                         early=early,
                         late=late,
@@ -102,29 +141,8 @@ def main() -> int:
                     f"{late:11.3e} {rows[-1]['final']:10.3e}",
                     flush=True,
                 )
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        cmd = "python " + " ".join(shlex.quote(a) for a in sys.argv)
-        (args.out / "sr_drift.json").write_text(json.dumps(dict(command=cmd, rows=rows), indent=1))
-        md = [
-            "# Stochastic rounding of the folded checkpoint: long-run state error vs float64 truth",
-            "",
-            f"Command: `{cmd}`",
-            "",
-            "Mean relative state error (checkpoint + live window vs the float64 recurrence), "
-            "averaged over the 2nd and the last tenth of the run; every step accepts all T=4 "
-            "drafts, so a row "
-            "flushes every 4 steps.",
-            "",
-            "| arm | gates | SR | flush rows | 2nd tenth | last tenth | last / 2nd |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for r in rows:
-            md.append(
-                f"| {r['arm']} | {r['gates']} | {'on' if r['sr'] else 'off'} | {r['flushes']} | "
-                f"{r['early']:.3e} | {r['late']:.3e} | {r['late'] / r['early']:.2f} |"
-            )
-        (args.out / "sr_drift.md").write_text("\n".join(md) + "\n")
+                if args.out:
+                    write_outputs(args.out, rows)
     return 0
 
 
