@@ -326,21 +326,28 @@ def test_host_caches_split_into_parts_and_load_from_their_directory(tmp_path: Pa
 
 
 def test_plan_puts_an_earlier_sessions_host_caches_first(tmp_path: Path, inputs: dict) -> None:
-    """Caches kept in <cache>/host-caches/ are copied into the carry folder (never over files
-    already there) and PLAN.md opens with call 0 that loads them on the fresh host."""
+    """Caches kept in <cache>/host-caches/ are mirrored into the carry folder (a newer saved set
+    replaces an older copy, read-only files included) and PLAN.md opens with call 0 that loads
+    them on the fresh host."""
     saved = inputs["cache"] / "host-caches"
     saved.mkdir(parents=True)
     for n in range(2):
         (saved / f"host-caches.tar.gz.{n:02d}").write_bytes(os.urandom(1000))
+        (saved / f"host-caches.tar.gz.{n:02d}").chmod(0o444)  # as the device tool returns them
     dest = tmp_path / "top/.gpu/host-caches"
     assert bundle.place_host_caches(dest, inputs["cache"], log=lambda *a: None)
     assert sorted(p.name for p in dest.iterdir()) == [
         "host-caches.tar.gz.00",
         "host-caches.tar.gz.01",
     ]
-    (saved / "host-caches.tar.gz.00").write_bytes(b"newer")
+    for part in saved.iterdir():
+        part.unlink()
+    (saved / "host-caches.tar.gz").write_bytes(b"newer, one file")
     assert bundle.place_host_caches(dest, inputs["cache"], log=lambda *a: None)
-    assert (dest / "host-caches.tar.gz.00").read_bytes() != b"newer"
+    assert [p.name for p in dest.iterdir()] == ["host-caches.tar.gz"]
+    assert (dest / "host-caches.tar.gz").read_bytes() == b"newer, one file"
+    # no saved set: the folder is left as it is
+    assert bundle.place_host_caches(dest, tmp_path / "empty-cache", log=lambda *a: None)
     assert not bundle.place_host_caches(tmp_path / "none", tmp_path / "empty-cache")
 
     out, manifest = build(tmp_path, inputs)

@@ -360,21 +360,20 @@ class _concat(io.RawIOBase):
 
 
 def place_host_caches(dest: Path, cache: Path, log=print) -> bool:
-    """Put the host JIT caches an earlier session saved (host.py save-caches; its files kept in
-    <cache>/host-caches/) into dest for a carry. Files already in dest win (never overwritten).
-    True if dest then holds an archive."""
-    if any(dest.glob("*.tar.gz*")):
-        return True
+    """Mirror the host JIT caches an earlier session saved (host.py save-caches; its files kept
+    in <cache>/host-caches/) into dest for a carry: the saved set replaces whatever archive dest
+    held. Without a saved set, dest is left as it is. True if dest then holds an archive."""
     src = cache / "host-caches"
     files = sorted(src.glob("*.tar.gz*")) if src.is_dir() else []
-    if not files:
-        return False
-    dest.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        shutil.copy2(f, dest / f.name)
-    size = sum(f.stat().st_size for f in files)
-    log(f"host caches: {len(files)} file(s), {size / MIB:.1f} MiB from {src} -> {dest}")
-    return True
+    if files:
+        dest.mkdir(parents=True, exist_ok=True)
+        for old in dest.glob("*.tar.gz*"):
+            old.unlink()  # (copies of earlier sets are read-only: unlink, then copy)
+        for f in files:
+            shutil.copy2(f, dest / f.name)
+        size = sum(f.stat().st_size for f in files)
+        log(f"host caches: {len(files)} file(s), {size / MIB:.1f} MiB from {src} -> {dest}")
+    return any(dest.glob("*.tar.gz*"))
 
 
 def plan_markdown(
