@@ -1798,6 +1798,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             graw + (1 - buf) * RING_SLOTS, BV, KPW,
                         )  # fmt: skip
 
+                    if cutlass.const_expr(self.n_staged):
+                        # every thread drains its stage copies here: warps without a tile (BV < 64)
+                        # never read theirs, and no copy may still land after the CTA exits (a
+                        # no-op for the threads that waited before their staged tile)
+                        cute.arch.cp_async_wait_group(0)
                     # ---- phase 5: history, residual, solve, outputs and u appends on mma.sync ----
                     # In the projection's accumulator layout (rows g4, g4 + 8 of a tile x columns
                     # n = nt*8 + 2 c4 + {0, 1}; columns n < T are k-side, T <= n < 2T q-side):

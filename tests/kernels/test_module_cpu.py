@@ -202,6 +202,8 @@ _VARIANTS_NEXT = [
     # rounding, and BV=64 where the staged tile is the warp's only one
     [8, 16, 48, 128, "bf16", "bf16", "bf16", 1, 5, 0],
     [6, 16, 32, 64, "fp16", "fp16", "fp16", 0, 5, 0],
+    # and BV=32, where warps 2-3 hold no tile and only drain their stage copies
+    [2, 16, 32, 32, "bf16", "fp16", "fp16", 0, 5, 0],
 ]
 
 
