@@ -868,13 +868,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # late=4 (v7): every state tile goes by cp.async into shared memory at entry (no
             # registers in flight, like flashinfer's TMA stage); the projection and the fold
             # read it from there, so no state register lives across the prologue or the fold
-            self.ssm = late == 4
             # late=5 (v8): the first tile in registers at entry as late3 loads it, the deferred
             # tile by cp.async into shared memory at entry too (late3's exposed second trip
-            # gone; 16 KB of stage, so shared memory still fits 5 CTAs/SM at BV=128)
-            self.hybrid = late == 5
-            # staged tiles: the last n_staged tiles of each warp (n_early = the others)
-            self.n_staged = self.TILES_PER_WARP if self.ssm else (1 if self.hybrid else 0)
+            # gone; 16 KB of stage, so shared memory still fits 5 CTAs/SM at BV=128).
+            # Staged tiles: the last n_staged tiles of each warp (n_early = the others).
+            self.n_staged = {4: self.TILES_PER_WARP, 5: 1}.get(late, 0)
             self.late_seq = late == 3
             late_tiles = min(1 if late == 3 else late, self.TILES_PER_WARP)
             self.late = self.n_staged if self.n_staged else late_tiles
