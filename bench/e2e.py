@@ -377,7 +377,7 @@ def run_job(job: plan.Job, models_dir: Path, work: Path, timeout_s: float) -> di
         result["status"] = f"timeout ({timeout_s:.0f} s, reached: {result.get('status')})"
     elif result.get("status") in ("starting", None):
         result["status"] = f"crashed (exit {proc.returncode})"
-    if result["status"] not in ("ok", "expected-error"):
+    if result["status"] not in report.COMPLETED:
         tail = Path(f"{log_path}.log").read_text(errors="replace")[-2500:]
         result.setdefault("error", "")
         result["log_tail"] = tail
@@ -459,7 +459,7 @@ def run(args: argparse.Namespace) -> int:
                 f"({res.get('wall_s')} s){extra}",
                 flush=True,
             )
-            if res["status"] not in ("ok", "expected-error", "skipped (deadline)"):
+            if res["status"] not in (*report.COMPLETED, "skipped (deadline)"):
                 detail = res.get("error") or res.get("log_tail") or ""
                 print("   ", detail[-600:].replace("\n", "\n    "), flush=True)
             write_outputs(results, out, name, command)

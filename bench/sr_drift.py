@@ -71,9 +71,9 @@ def write_outputs(out: Path, rows: list[dict[str, Any]]) -> None:
     ]
     for r in rows:
         md.append(
-            f"| {r['arm']} | {r['gates']} | {'on' if r['sr'] else 'off'} | {r.get('steps', '-')} "
+            f"| {r['arm']} | {r['gates']} | {'on' if r['sr'] else 'off'} | {r['steps']} "
             f"| {r['flushes']} | {r['early']:.3e} | {r['late']:.3e} | "
-            f"{r['late'] / r['early']:.2f} | {r.get('wall_s', float('nan')):.1f} |"
+            f"{r['late'] / r['early']:.2f} | {r['wall_s']:.1f} |"
         )
     (out / "sr_drift.md").write_text("\n".join(md) + "\n")
 

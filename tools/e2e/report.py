@@ -21,6 +21,9 @@ ROUNDING_MARGIN = 0.05
 # matter flips tokens whose margin is clear, and most positions have a clear margin. The control's
 # count and median first-divergence position are printed beside every backend for comparison.
 CONTROL_BACKEND = "native"
+# job statuses of a job that ran to its end (a bad configuration that failed with the designed
+# message is "expected-error"); every other status is a job that did not complete
+COMPLETED = ("ok", "expected-error")
 
 
 @dataclass
@@ -339,7 +342,7 @@ def markdown(results: list[dict], state_bytes: dict | None = None, command: str 
             msg = (r.get("error") or "").replace("\n", " ").replace("|", "/")[:240]
             lines.append(f"| {r['job']['mode']} | {r['status']} | {msg} |")
         lines.append("")
-    other = [r for r in results if r["status"] not in ("ok", "expected-error")]
+    other = [r for r in results if r["status"] not in COMPLETED]
     if other:
         lines += ["## Jobs that did not complete", ""]
         lines += [
@@ -406,10 +409,8 @@ def load_results(paths: list[Path]) -> list[dict]:
             r for r in rows if not r.get("output") or isinstance(r["output"].get("tokens"), list)
         )
     # A job cut by one run's deadline and completed by a resumed run is not "did not complete".
-    done = {_job_key(r) for r in results if r["status"] in ("ok", "expected-error")}
-    return [
-        r for r in results if r["status"] in ("ok", "expected-error") or _job_key(r) not in done
-    ]
+    done = {_job_key(r) for r in results if r["status"] in COMPLETED}
+    return [r for r in results if r["status"] in COMPLETED or _job_key(r) not in done]
 
 
 def _job_key(result: dict) -> tuple:

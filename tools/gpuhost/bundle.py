@@ -359,6 +359,14 @@ class _concat(io.RawIOBase):
 # ----------------------------------------------------------------------------- plan
 
 
+def carry_path(path: Path, top: Path) -> str:
+    """path as the device tool's carry names it: relative to the project root where it can be."""
+    try:
+        return path.relative_to(top).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def place_host_caches(dest: Path, cache: Path, log=print) -> bool:
     """Mirror the host JIT caches an earlier session saved (host.py save-caches; its files kept
     in <cache>/host-caches/) into dest for a carry: the saved set replaces whatever archive dest
@@ -663,16 +671,10 @@ def build(cfg: BundleConfig, log=print) -> Manifest:
         source=source,
     )
     (cfg.out / "MANIFEST.json").write_text(manifest.to_json())
-    try:
-        out_rel = cfg.out.relative_to(cfg.top).as_posix()
-    except ValueError:
-        out_rel = str(cfg.out)
+    out_rel = carry_path(cfg.out, cfg.top)
     caches_rel = None
     if cfg.host_caches is not None and place_host_caches(cfg.host_caches, cfg.cache, log=log):
-        try:
-            caches_rel = cfg.host_caches.relative_to(cfg.top).as_posix()
-        except ValueError:
-            caches_rel = str(cfg.host_caches)
+        caches_rel = carry_path(cfg.host_caches, cfg.top)
     (cfg.out / "PLAN.md").write_text(
         plan_markdown(manifest, out_rel, tree, cfg.limit_bytes, caches_rel)
     )
