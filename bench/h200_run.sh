@@ -36,6 +36,12 @@
 #                                  # only) vs flashinfer in one process, then Nsight Compute with
 #                                  # DRAM throughput of ours, flashinfer and ours' stream-only
 #                                  # build, B=1 on a warm L2; one archive kernel-k8.tar.gz
+#   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
+#                                  # sampling (SourceCounters) of the shipped kernel (table config;
+#                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
+#                                  # verify, the SASS source page as CSV and bench/ncu_sass.py's
+#                                  # summary (where each kernel's warps wait); works with the light
+#                                  # `.gpu` carry (cutlass + fi, no vLLM bundle)
 #   bash bench/h200_run.sh conformance|bench|sr|all [extra bench args...]   (session-1 modes)
 set -euo pipefail
 mode=${1:-all}
@@ -208,6 +214,24 @@ k8)
   done
   echo "# ncu wall $((SECONDS - t0)) s; h200_run k8: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k8.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+sass)
+  GDN_UCACHE_OURS_MODULE=${SASS_MODULE:-kernels/gdn_ucache_flush.py} timeout 170 ncu \
+    --clock-control none --profile-from-start off --nvtx --print-nvtx-rename kernel \
+    --section SourceCounters --section WarpStateStats --section LaunchStats --section Occupancy \
+    -o "$out/sass" -f python3 bench/ncu_profile.py --backends ours flashinfer --hv 32 \
+    --batch 256 --flush 0 >"$out/sass-ncu.log" 2>&1 || echo "# ncu sass rc=$?"
+  if [[ -f $out/sass.ncu-rep ]]; then
+    timeout 60 ncu -i "$out/sass.ncu-rep" --page source --csv --print-source=sass \
+      >"$out/sass.csv" 2>"$out/sass-export.err" || echo "# ncu source page rc=$?"
+    timeout 30 ncu -i "$out/sass.ncu-rep" --page details --print-nvtx-rename kernel \
+      >"$out/sass-details.txt" 2>&1 || true
+    python3 bench/ncu_sass.py "$out/sass.csv" --map --out "$out/sass-summary.md" | head -n 12 || true
+    xz -9 "$out/sass.csv"
+  else
+    tail -n 5 "$out/sass-ncu.log"
+  fi
+  echo "# h200_run sass: wall $((SECONDS - t_all)) s"
   ;;
 k6)
   t0=$SECONDS

@@ -112,3 +112,17 @@ def test_every_nsight_compute_mode_uses_the_one_profile_function(tmp_path: Path)
     pages = [ln for ln in lines if ln.startswith("ncu -i ")]
     assert any("--page details" in ln for ln in pages) and any("--page raw" in ln for ln in pages)
     assert (ROOT / "bench/h200_run.sh").read_text().count("ncu --clock-control") == 1
+
+
+def test_sass_mode_profiles_per_instruction_and_summarises(tmp_path: Path) -> None:
+    """sass: one ncu run with source counters of the shipped kernel and flashinfer, the SASS
+    source page exported as CSV (compressed), and bench/ncu_sass.py's summary of it."""
+    calls, out = run_mode(tmp_path, "sass")
+    lines = calls.splitlines()
+    profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
+    assert len(profiles) == 1 and "--section SourceCounters" in profiles[0]
+    assert "--backends ours flashinfer --hv 32 --batch 256 --flush 0" in profiles[0]
+    assert "GDN_UCACHE_OURS_MODULE=kernels/gdn_ucache_flush.py" in profiles[0]
+    assert any("--page source --csv --print-source=sass" in ln for ln in lines)
+    assert any("bench/ncu_sass.py" in ln and "--map" in ln for ln in lines)
+    assert (out / "kernel/sass.csv.xz").is_file()

@@ -3,6 +3,7 @@ on CPU: the table from a raw-CSV export, and a clean refusal without CUDA."""
 
 from __future__ import annotations
 
+import lzma
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.ncu_sass import read_kernels
+from bench.ncu_sass import summarize as sass_summary
 from bench.ncu_summary import summarize
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,3 +65,40 @@ def test_summary_dram_columns_in_megabytes(tmp_path: Path) -> None:
     lines = summarize(path)
     assert "| 81.5 | 371.2 | 12.5 |" in lines[2]
     assert "| 90 | 371.2 | 1 |" in lines[3]
+
+
+SASS_CSV = """"Kernel Name","ours/HV32/B256/f0/kernel_x"
+"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_long_sb",\
+"stall_barrier","stall_long_sb (Not Issued)"
+"0x0","LDG.E.128 R16, desc[UR8][R10.64]","1","8192","0","0","0"
+"0x10","@!P0  BAR.SYNC.DEFER_BLOCKING 0x0","30","8192","0","30","0"
+"0x20","MOV R40, R16","60","8192","60","0","50"
+"0x30","HMMA.16816.F32 R60, R40, R60, RZ","9","8192","0","0","0"
+"Kernel Name","flashinfer/HV32/B256/f0/kernel_y"
+"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_long_sb"
+"0x0","@!P0  NANOSLEEP.SYNCS 0x989680","10","1,024","10"
+"""
+
+
+def test_sass_summary_places_the_stalls(tmp_path: Path) -> None:
+    """bench/ncu_sass.py: per kernel, stall shares by reason and opcode (predicates stripped,
+    'Not Issued' columns not double-counted), the top instructions with their index, and the
+    memory map; an .xz export reads the same."""
+    path = tmp_path / "sass.csv.xz"
+    path.write_bytes(lzma.compress(SASS_CSV.encode()))
+    ours, fi = read_kernels(path)
+    assert len(ours.rows) == 4 and fi.rows[0]["Instructions Executed"] == "1,024"
+    text = "\n".join(sass_summary(ours, top=2, show_map=True))
+    assert "100 stall samples" in text
+    assert "long_sb 60.0 %" in text and "barrier 30.0 %" in text and "Not Issued" not in text
+    assert "opcodes by stall samples: MOV 60.0 %, BAR 30.0 %" in text
+    assert "| 2 | 60.0 | long_sb | `MOV R40, R16` |" in text
+    assert "    0 LDG" in text and "    1 BAR" in text and "    3 HMMA" in text
+    assert "1024 warp-instructions" in "\n".join(sass_summary(fi, top=1, show_map=False))
+
+
+def test_sass_summary_refuses_other_csv(tmp_path: Path) -> None:
+    path = tmp_path / "raw.csv"
+    path.write_text(RAW)
+    with pytest.raises(SystemExit, match="not `ncu --page source --csv` output"):
+        read_kernels(path)
