@@ -156,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
             "",
             f"Command: `python {' '.join(sys.argv)}` ({meta['ptxas']})",
             "",
+            "Bound `none` = `+mbp0` in a launch-config string. A string without `mbp` does not "
+            "mean none: explicit knobs switch the launch table off and launch_config's default "
+            "bound applies (4 CTAs/SM at BV=128, T <= 4).",
+            "",
             "| kernel | late tiles | launch bound (CTAs/SM) | registers | spill stores / loads (B) "
             "| CTAs/SM by registers |",
             "|---|---|---|---|---|---|",
