@@ -57,6 +57,10 @@ VARIANTS = {
     # what streaming the state costs at this launch config, next to no_all (everything else)
     "stream": {"GDN_UCACHE_SKIP": "proj,epi,fold,sink"},
     "scalarqk": {"GDN_UCACHE_VEC_QK": "0"},
+    # the large shared-memory buffers share one region (results wrong): the CTAs per SM are then
+    # set by the registers alone (v9's question: does 7 CTAs/SM with the state out of registers
+    # close the gap to flashinfer?)
+    "alias": {"GDN_UCACHE_SKIP": "alias"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -76,6 +80,7 @@ CANDIDATES = (
     "bv128+late4",  # next (v7): 61 registers, no spills, ~61 KB smem: 3 CTAs/SM
     "bv128+late5",  # next (v8): tile 0 in registers, tile 1 staged in smem at entry; 92 registers
     "bv128+late5+mbp5",  # no spills, 45.2 KB smem: 5 CTAs/SM by both
+    "bv128+late6+mbp0",  # next (v9 step 1): one reused 16 KB stage; 66 registers, 45.2 KB: 5/SM
     "bv64+mbp7",
     "bv32",
     "bv16",
@@ -103,7 +108,10 @@ def variant_env(name: str) -> dict[str, str]:
     env: dict[str, str] = {}
     for part in name.split("+"):
         if part in VARIANTS:
-            env.update(VARIANTS[part])
+            for key, value in VARIANTS[part].items():
+                if key == "GDN_UCACHE_SKIP" and env.get(key):
+                    value = f"{env[key]},{value}"  # knock-outs combine: stream+alias
+                env[key] = value
         elif part.startswith("bv") and part[2:].isdigit():
             env["GDN_UCACHE_BV"] = part[2:]
         elif part.startswith("mbp") and part[3:].isdigit():

@@ -871,8 +871,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # late=5 (v8): the first tile in registers at entry as late3 loads it, the deferred
             # tile by cp.async into shared memory at entry too (late3's exposed second trip
             # gone; 16 KB of stage, so shared memory still fits 5 CTAs/SM at BV=128).
-            # Staged tiles: the last n_staged tiles of each warp (n_early = the others).
-            self.n_staged = {4: self.TILES_PER_WARP, 5: 1}.get(late, 0)
+            # late=6 (v9, step 1): every tile through ONE reused stage tile: tile 0 by cp.async at
+            # entry, each later tile into the same slots once this thread has read the previous
+            # one (the slots are thread-private: no barrier), so no state register lives across
+            # the prologue and shared memory holds one tile (16 KB at BV=128), as flashinfer's
+            # one TMA buffer for both halves (results/kernel/sass-s10).
+            # Staged tiles: the last n_staged tiles of each warp (n_early = the others);
+            # stage_tiles = the tile slots allocated (1 when they are reused).
+            self.n_staged = {4: self.TILES_PER_WARP, 5: 1, 6: self.TILES_PER_WARP}.get(late, 0)
+            self.reuse_stage = late == 6
+            self.stage_tiles = 1 if self.reuse_stage else self.n_staged
             self.late_seq = late == 3
             late_tiles = min(1 if late == 3 else late, self.TILES_PER_WARP)
             self.late = self.n_staged if self.n_staged else late_tiles
@@ -1053,13 +1061,32 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             skip_state = "state" in self.skip
 
             smem = SmemAllocator()
+            NBUF = 2 if self.pf else 1  # window buffers (the prefetching CTA fills the other one)
+            # timing knock-out `alias` (results are wrong): the seven large buffers below share
+            # one region, so shared memory stops limiting the CTAs per SM; it measures what a
+            # kernel whose registers and shared memory both allow 7 CTAs/SM would gain
+            n_xb = (NXP // 8) * 2 * 16 * 32 if self.bsmem else 4
+            big_bytes = max(
+                XR * K_DIM * 4, NBUF * 16 * 2 * KPW * 2, NBUF * 16 * UWS * 2, BV * DSP * 4,
+                n_xb * 4, 16 * 2 * 32 * 4, T * VSS * 4,
+            )  # fmt: skip
+            alias_region = (
+                smem.allocate_array(Int32, big_bytes // 4 + 4, byte_alignment=16)
+                if "alias" in self.skip
+                else None
+            )
+
+            def big(dt: Any, n: int) -> Any:
+                if cutlass.const_expr(alias_region is None):
+                    return smem.allocate_array(dt, n, byte_alignment=16)
+                return cute.recast_ptr(alias_region, dtype=dt)
+
             # Shared memory is kept small (~29 KB at BV=128, T=4) so that it never limits the CTAs
             # per SM below what the registers allow: the windows stay in their 16-bit ring dtype.
-            xs_ptr = smem.allocate_array(Float32, XR * K_DIM, byte_alignment=16)
+            xs_ptr = big(Float32, XR * K_DIM)
             xs = cute.make_tensor(xs_ptr, cute.make_layout(XR * K_DIM))
-            NBUF = 2 if self.pf else 1  # window buffers (the prefetching CTA fills the other one)
-            kc16 = smem.allocate_array(self.ring_c, NBUF * 16 * 2 * KPW, byte_alignment=16)
-            uw16 = smem.allocate_array(self.ring_c, NBUF * 16 * UWS, byte_alignment=16)
+            kc16 = big(self.ring_c, NBUF * 16 * 2 * KPW)
+            uw16 = big(self.ring_c, NBUF * 16 * UWS)
             graw = smem.allocate_array(Float32, NBUF * RING_SLOTS, byte_alignment=16)
             NBUFA = 2 if self.pf_act else 0  # raw activation buffers (q/k rows, v slice)
             qk16 = smem.allocate_array(self.io_c, max(NBUFA * 2 * T * K_DIM, 8), byte_alignment=16)
@@ -1087,31 +1114,18 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
             # projections S0 x_n per row, read back in the epilogue's MMA layout (holding them in
             # registers across the fold costs ~36 registers: measured with ptxas)
-            ds = cute.make_tensor(
-                smem.allocate_array(Float32, BV * DSP, byte_alignment=16),
-                cute.make_layout(BV * DSP),
-            )
+            ds = cute.make_tensor(big(Float32, BV * DSP), cute.make_layout(BV * DSP))
             # M = (I + A)^-1 diag(beta): the token coupling of the solve as one T x T matrix
             mmat = cute.make_tensor(
                 smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
             )
-            xb = cute.make_tensor(
-                smem.allocate_array(
-                    Int32, (NXP // 8) * 2 * 16 * 32 if self.bsmem else 4, byte_alignment=16
-                ),
-                cute.make_layout((NXP // 8) * 2 * 16 * 32 if self.bsmem else 4),
-            )
-            kb = cute.make_tensor(
-                smem.allocate_array(Int32, 16 * 2 * 32, byte_alignment=16),
-                cute.make_layout(16 * 2 * 32),
-            )
-            vs = cute.make_tensor(
-                smem.allocate_array(Float32, T * VSS, byte_alignment=16), cute.make_layout(T * VSS)
-            )
+            xb = cute.make_tensor(big(Int32, n_xb), cute.make_layout(n_xb))
+            kb = cute.make_tensor(big(Int32, 16 * 2 * 32), cute.make_layout(16 * 2 * 32))
+            vs = cute.make_tensor(big(Float32, T * VSS), cute.make_layout(T * VSS))
             # v7 (late4) / v8 (late5): this CTA's staged state tiles, 32 words per thread per
             # tile (16 rows per warp x 128 x 2 B)
             stage = smem.allocate_array(
-                Int32, self.n_staged * 32 * THREADS if self.n_staged else 4, byte_alignment=16
+                Int32, self.stage_tiles * 32 * THREADS if self.n_staged else 4, byte_alignment=16
             )
 
             # The three cursors are [B] tensors (real for pad rows too): load them together.
@@ -1209,8 +1223,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             if cutlass.const_expr(self.n_staged):
                 # after the windows' group, so that the prologue can wait for the windows alone
                 stage_state_tiles(
-                    st_head0, stage, v0, warp, tid, self.NTILE, n_early, self.TILES_PER_WARP,
-                    g4, c4, slot >= Int32(0), skip_state,
+                    st_head0, stage, v0, warp, tid, self.NTILE, n_early,
+                    n_early + self.stage_tiles, g4, c4, slot >= Int32(0), skip_state,
                 )  # fmt: skip
             kpk_pre = []
             if cutlass.const_expr(self.early):
@@ -1639,12 +1653,23 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             lr0 = tile * 16 + g4
                             rows = (lr0, lr0 + 8)
                             if cutlass.const_expr(self.n_staged and ti >= n_early):
-                                if cutlass.const_expr(ti == n_early):
+                                if cutlass.const_expr(self.reuse_stage and ti > n_early):
+                                    # v9: this thread has read tile ti - 1 from its slots (the
+                                    # projection's and the fold's MMAs consumed it): tile ti
+                                    # goes into the same slots (the deferred trip, as late3's)
+                                    stage_state_tiles(
+                                        st_head, stage, v0, warp, tid, self.NTILE, ti, ti + 1,
+                                        g4, c4, slot >= Int32(0), skip_state,
+                                    )  # fmt: skip
+                                if cutlass.const_expr(ti == n_early or self.reuse_stage):
                                     # this thread's own staged chunks have landed (no barrier:
                                     # each thread reads only the chunks it copied); v8 waits only
                                     # after the register tile's projection and fold
                                     cute.arch.cp_async_wait_group(0)
-                                sa = read_staged_tile(stage, tid, ti - n_early, skip_state)
+                                sa = read_staged_tile(
+                                    stage, tid, 0 if self.reuse_stage else ti - n_early,
+                                    skip_state,
+                                )  # fmt: skip
                             elif cutlass.const_expr(self.late_seq and ti >= n_early):
                                 sa = load_state_tile(
                                     st_head, v0, warp, ti, self.NTILE, g4, c4, skip_state
@@ -1717,7 +1742,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 if cutlass.const_expr(self.n_staged and ti >= n_early):
                                     # re-read: shared, not L2
                                     sa = read_staged_tile(
-                                        stage, tid, ti - n_early, skip_state, True
+                                        stage,
+                                        tid,
+                                        0 if self.reuse_stage else ti - n_early,
+                                        skip_state,
+                                        True,
                                     )
                                 for t16 in cutlass.range_constexpr(16):
                                     fi, fw = t16 // 4, t16 % 4
@@ -2031,6 +2060,8 @@ LATE_MODES = {
     3: "the last tile into registers after the first tile's projection and fold",
     4: "every tile by cp.async into shared memory at entry (v7)",
     5: "the first tile into registers and the last into shared memory, both at entry (v8)",
+    6: "every tile through one reused shared-memory tile: the first at entry, each next one "
+    "after the previous tile's projection and fold (v9)",
 }
 
 
@@ -2065,7 +2096,7 @@ def compile_variant(
             f"late={late} (GDN_UCACHE_LATE or the launch table): expected one of "
             + ", ".join(f"{k} ({v})" for k, v in LATE_MODES.items())
         )
-    if late in (4, 5) and persist:
+    if late in (4, 5, 6) and persist:
         raise ValueError(
             f"late={late} (state staged in shared memory) runs one row per CTA: unset "
             "GDN_UCACHE_LATE or set GDN_UCACHE_PERSIST=0"

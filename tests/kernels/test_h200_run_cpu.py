@@ -126,3 +126,20 @@ def test_sass_mode_profiles_per_instruction_and_summarises(tmp_path: Path) -> No
     assert any("--page source --csv --print-source=sass" in ln for ln in lines)
     assert any("bench/ncu_sass.py" in ln and "--map" in ln for ln in lines)
     assert (out / "kernel/sass.csv.xz").is_file()
+
+
+def test_k9_mode_checks_v9_step_one(tmp_path: Path) -> None:
+    """k9: #3's suite forced onto late6 at BV=128 without a bound, knock-outs with the alias
+    variants beside flashinfer, an ncu of late6 with and without alias, one archive."""
+    calls, out = run_mode(tmp_path, "k9")
+    lines = calls.splitlines()
+    suite = next(ln for ln in lines if "run_gpu_suite.py" in ln)
+    assert "suite-k9-late6" in suite and "GDN_UCACHE_LATE=6 GDN_UCACHE_BV=128" in suite
+    knockout = next(ln for ln in lines if "bench/knockout.py" in ln)
+    for variant in ("next:bv128+late6+mbp0", "next:bv128+late6+mbp0+alias", "next:base+alias"):
+        assert f" {variant} " in f"{knockout} "
+    assert "--backends flashinfer" in knockout
+    profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
+    assert len(profiles) == 2 and "GDN_UCACHE_SKIP=alias" in profiles[1]
+    with tarfile.open(out / "kernel-k9.tar.gz") as tar:
+        assert "kernel/ncu-k9-late6-alias.ncu-rep" in tar.getnames()

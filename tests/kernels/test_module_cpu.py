@@ -313,6 +313,44 @@ def test_late5_stages_only_the_deferred_tile(tmp_path: Path) -> None:
     assert counts[5]["lds"] - counts[3]["lds"] == 16 and counts[5]["again"] == 8
 
 
+def _reuses_stage(path: Path) -> bool:
+    # v9 step 1 and later: launch knob late=6 runs every tile through one reused stage tile
+    return "self.reuse_stage = late == 6" in path.read_text()
+
+
+@pytest.mark.skipif(not NEXT.exists() or not _reuses_stage(NEXT), reason="no late6 in next")
+def test_late6_runs_every_tile_through_one_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """late=6 (v9 step 1) at BV=128, T=4: the same copies and shared reads as late4 (every tile
+    cp.async'd, read back for the projection and again for the fold), no state load from global
+    memory into registers, and one more wait for this thread's copies (tile 1 is issued into
+    tile 0's slots only after tile 0 was read). The `alias` knock-out compiles too."""
+    counts = {}
+    for late in (4, 6):
+        dump = tmp_path / f"late{late}"
+        dump.mkdir()
+        _, ptx = _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, late]], dump, NEXT)
+        counts[late] = {
+            "ldg": len(re.findall(r"ld\.global\S*\.v4", ptx)),
+            "lds": ptx.count("ld.shared.v4.b32"),
+            "again": ptx.count("// again"),
+            "cp_async": len(re.findall(r"cp\.async\.c[ga]", ptx)),
+            "wait0": len(re.findall(r"cp\.async\.wait_group\s+0;", ptx)),
+        }
+        if late == 6:
+            _portable(ptx)
+            assert re.search(r"cp\.async\.wait_group\s+1;", ptx)  # the prologue: windows alone
+    for key in ("ldg", "lds", "again", "cp_async"):
+        assert counts[6][key] == counts[4][key], (key, counts)
+    assert counts[6]["again"] == 16
+    assert counts[6]["wait0"] == counts[4]["wait0"] + 1
+    monkeypatch.setenv("GDN_UCACHE_SKIP", "alias")
+    dump = tmp_path / "alias"
+    dump.mkdir()
+    _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 6]], dump, NEXT)
+
+
 @pytest.mark.skipif(not NEXT.exists() or not _stages_one_tile(NEXT), reason="no late5 in next")
 def test_unknown_late_mode_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     knext = _load({}, "gdnu_cpu_next_late9", NEXT)
