@@ -36,9 +36,10 @@
 #                                  # only) vs flashinfer in one process, then Nsight Compute with
 #                                  # DRAM throughput of ours, flashinfer and ours' stream-only
 #                                  # build, B=1 on a warm L2; one archive kernel-k8.tar.gz
-#   bash bench/h200_run.sh k9      # <= 200 s (session 10): v9 step 1 (next's late6: every state
-#                                  # tile through one reused 16 KB shared stage, 66 registers) --
-#                                  # #3's suite forced onto it, then knock-outs vs v5b and
+#   bash bench/h200_run.sh k9      # <= 200 s (session 10 with K9_LATE=6): v9 (next's late6:
+#                                  # every state tile through one reused 16 KB shared stage by
+#                                  # cp.async; late7, the default: the same by bulk copies) --
+#                                  # #3's suite forced onto K9_LATE, then knock-outs vs v5b and
 #                                  # flashinfer incl. `alias` (the large smem buffers share one
 #                                  # region: 7 CTAs/SM by registers alone; results wrong on
 #                                  # purpose) and a short ncu of the occupancy; light `.gpu` carry
@@ -223,23 +224,25 @@ k8)
   ;;
 k9)
   NEXTF=kernels/gdn_ucache_flush_next.py
-  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=6 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 setsid \
-    timeout 60 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k9-late6" \
+  late=${K9_LATE:-7}  # the mode under test (session 10 ran 6; 7 = bulk copies)
+  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$late GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 setsid \
+    timeout 60 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k9-late$late" \
     --backends ours --arms serving,bf16 --deadline-s 45 --jobs 8 --max-steps 300 \
-    >"$out/suite-k9-late6.log" 2>&1 || true
-  echo "== late6 (bv128, no bound):"; tail -2 "$out/suite-k9-late6.log"
+    >"$out/suite-k9-late$late.log" 2>&1 || true
+  echo "== late$late (bv128, no bound):"; tail -2 "$out/suite-k9-late$late.log"
   # cold L2, graph replay, HV=32: the shipped table config, v9 step 1 at its own residency
   # (smem: 5 CTAs/SM) and with `alias` (registers: 7), v5b's config with alias (registers: 5),
   # and the stream-only builds of both next to flashinfer
   timeout 85 python3 bench/knockout.py --reps 8 --arm serving --hv 32 --batch 256 32 \
     --flush 0 100 --budget-s 70 --json "$out/knockout-k9.json" --backends flashinfer \
     --modules "next=$NEXTF" --variants next:base next:bv128+late6+mbp0 \
-    next:bv128+late6+mbp0+alias next:base+alias next:bv128+late6+mbp0+stream+alias \
+    "next:bv128+late$late+mbp0" "next:bv128+late$late+mbp0+alias" next:base+alias \
+    "next:bv128+late$late+mbp0+stream" "next:bv128+late$late+mbp0+stream+alias" \
     next:base+stream 2>&1 | tee "$out/knockout-k9.log" | grep -v '^# v' || true
-  # occupancy and DRAM of late6 with and without alias (one launch each)
+  # occupancy and DRAM of the mode under test with and without alias (one launch each)
   for skip in "" alias; do
-    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=6 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 \
-      GDN_UCACHE_SKIP=$skip ncu_profile "ncu-k9-late6${skip:+-$skip}" 30 --backends ours \
+    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$late GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 \
+      GDN_UCACHE_SKIP=$skip ncu_profile "ncu-k9-late$late${skip:+-$skip}" 30 --backends ours \
       --hv 32 --batch 256 --flush 0
   done
   echo "# h200_run k9: wall $((SECONDS - t_all)) s"

@@ -1,4 +1,4 @@
-"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v8).
+"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v9).
 
 gdn-ucache's own implementation of the ``gated_delta_rule_mtp_ucache_flush`` contract
 (``/work/shared/research/kernel-spec.md`` section 1) for nvidia-cutlass-dsl 4.8.0. vLLM loads this
@@ -88,7 +88,17 @@ only after tile 0's projection and fold) is gone and each CTA has both tiles in 
 One 16 KB tile of stage keeps the CTA at 45.2 KB of shared memory: 5 CTAs/SM, as the registers
 allow (92 without a bound, 96 at mbp5, no spills). k8 (session 9) says why: the state loads
 alone stream at 83 us (HV=32 B=256 verify, floor 77, flashinfer 86) and the full kernel takes 97:
-the loads and the math overlap badly.
+the loads and the math overlap badly. Measured in session 10: slower (103 us; dropped).
+
+v9 (this next version) adds launch knobs late=6 and late=7 (BV=128). late6: every state tile
+through ONE reused 16 KB shared stage by per-thread cp.async (tile 0 at entry, tile 1 into the
+same slots after tile 0's projection and fold): 66 registers; measured in session 10: correct,
+slower (108.6 us), and at 7 CTAs/SM (the `alias` knock-out) slower still: per-thread cp.async of
+the state costs more than the residency buys (results/kernel/v9s1-k9). late7 (compile-checked
+only): the same schedule with the copy engine moving the bytes, as flashinfer's TMA does: each
+warp's tile (16 rows, 4 KB contiguous in the pool) by 64 bulk async copies of 64 bytes on the
+warp's mbarrier, odd rows rotated by 64 bytes so that the 16-byte fragment reads are free of
+bank conflicts; 67 registers. Instructions then include cp.async.bulk and mbarrier (sm_90+).
 """
 
 import os
@@ -572,6 +582,51 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         )
         cute.arch.cp_async_commit_group()
 
+    def bulk_stage_tile(
+        st_head: Any, stage: Any, mbar_w: Any, v0: Any, warp: Any, ti: int, ntile: int, lane: Any
+    ) -> None:
+        """v9 step 2 (late7): this warp's state tile warp + 4 ti (16 rows x 256 bytes, contiguous
+        in the pool) into its 4 KB of `stage` by bulk async copies of 64 bytes (2 per lane) that
+        complete on the warp's mbarrier; lane 0 arms the barrier for the 4096 bytes first. Odd
+        rows are stored rotated by 64 bytes (see bulk_slot): conflict-free 16-byte reads. The
+        copy engine moves the bytes: no load/store-unit instruction per 16 bytes, no registers."""
+        cute.arch.inline_ptx(
+            "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0;"
+            " @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [{$r0}], {$r1}; }",
+            read_only_args=[mbar_w.toint(), Int32(16 * 256), lane],
+        )
+        cute.arch.sync_warp()
+        tile_ld = (warp + 4 * ti) % ntile
+        for j in range(2):
+            piece = lane * 2 + j  # 64 pieces of 64 bytes: row piece // 4, quarter piece % 4
+            lr = piece // 4
+            quarter = piece % 4
+            src = st_head + Int64((v0 + tile_ld * 16 + lr) * K_DIM + quarter * 32)
+            dst = stage + (warp * 1024 + lr * 64 + ((quarter + lr % 2) % 4) * 16)
+            cute.arch.inline_ptx(
+                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                " [{$r0}], [{$r1}], 64, [{$r2}];",
+                read_only_args=[dst.toint(), src.toint(), mbar_w.toint()],
+            )
+
+    def bulk_slot(stage: Any, warp: Any, g4: Any, c4: Any, rr: int, i: int) -> Any:
+        """Chunk (rr, i) of thread (g4, c4) in its warp's bulk-staged tile (Int32 words): row
+        g4 + 8 rr at 256 bytes per row, quarter i rotated by one for odd rows, so the 8 threads
+        of a 16-byte read phase (rows 2q and 2q + 1, c4 = 0..3) hit 8 distinct bank quads."""
+        return stage + (warp * 1024 + (g4 + 8 * rr) * 64 + ((i + g4 % 2) % 4) * 16 + c4 * 4)
+
+    def read_bulk_tile(
+        stage: Any, warp: Any, g4: Any, c4: Any, skip: bool, again: bool = False
+    ) -> list:
+        """The A fragments of this warp's bulk-staged tile (layout of load_state_tile)."""
+        return [
+            [
+                (Int32(0),) * 4 if skip else lds_v4(bulk_slot(stage, warp, g4, c4, rr, i), again)
+                for i in range(4)
+            ]
+            for rr in range(2)
+        ]
+
     def read_staged_tile(stage: Any, tid: Any, ti: int, skip: bool, again: bool = False) -> list:
         """The A fragments of tile ti from this thread's stage slots (layout of load_state_tile)."""
         return [
@@ -878,8 +933,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # one TMA buffer for both halves (results/kernel/sass-s10).
             # Staged tiles: the last n_staged tiles of each warp (n_early = the others);
             # stage_tiles = the tile slots allocated (1 when they are reused).
-            self.n_staged = {4: self.TILES_PER_WARP, 5: 1, 6: self.TILES_PER_WARP}.get(late, 0)
-            self.reuse_stage = late == 6
+            # late=7 (v9, step 2): late6's schedule with the copies made by the copy engine: each
+            # warp's tile is 4 KB contiguous in the pool and goes by 64 bulk async copies on the
+            # warp's mbarrier (k9 showed per-thread cp.async of the state costing more than the
+            # residency it buys: results/kernel/v9s1-k9). BV=128 only (every warp has its tiles).
+            self.bulk = late == 7
+            self.n_staged = {4: self.TILES_PER_WARP, 5: 1, 6: self.TILES_PER_WARP}.get(
+                late, self.TILES_PER_WARP if self.bulk else 0
+            )
+            self.reuse_stage = late in (6, 7)
             self.stage_tiles = 1 if self.reuse_stage else self.n_staged
             self.late_seq = late == 3
             late_tiles = min(1 if late == 3 else late, self.TILES_PER_WARP)
@@ -1125,8 +1187,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # v7 (late4) / v8 (late5): this CTA's staged state tiles, 32 words per thread per
             # tile (16 rows per warp x 128 x 2 B)
             stage = smem.allocate_array(
-                Int32, self.stage_tiles * 32 * THREADS if self.n_staged else 4, byte_alignment=16
+                Int32,
+                self.stage_tiles * 32 * THREADS if self.n_staged else 4,
+                byte_alignment=128 if self.bulk else 16,
             )
+            # v9 step 2: one mbarrier per warp (its tile's bulk copies complete on it)
+            mbar_w = smem.allocate_array(Int64, 4, byte_alignment=8) + warp if self.bulk else None
 
             # The three cursors are [B] tensors (real for pad rows too): load them together.
             if cutlass.const_expr(self.early):
@@ -1220,7 +1286,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
                     kc16, uw16, graw, BV, KPW,
                 )  # fmt: skip
-            if cutlass.const_expr(self.n_staged):
+            if cutlass.const_expr(self.bulk):
+                if lane == 0:
+                    cute.arch.mbarrier_init(mbar_w, 1)
+                    cute.arch.mbarrier_init_fence()
+                cute.arch.sync_warp()
+                if cutlass.const_expr(not skip_state):
+                    bulk_stage_tile(st_head0, stage, mbar_w, v0, warp, 0, self.NTILE, lane)
+            elif cutlass.const_expr(self.n_staged):
                 # after the windows' group, so that the prologue can wait for the windows alone
                 stage_state_tiles(
                     st_head0, stage, v0, warp, tid, self.NTILE, n_early,
@@ -1478,7 +1551,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
 
                     if cutlass.const_expr(self.early):
                         # the windows and the g row (entry); v7: the state group may still fly
-                        cute.arch.cp_async_wait_group(1 if self.n_staged else 0)
+                        cute.arch.cp_async_wait_group(1 if self.n_staged and not self.bulk else 0)
                     cute.arch.sync_threads()
                     if cutlass.const_expr(self.early):
                         # G* (0 for an empty window), the window weights w_j = e^{G* - g_j} (read
@@ -1652,7 +1725,19 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         if tile < self.NTILE:
                             lr0 = tile * 16 + g4
                             rows = (lr0, lr0 + 8)
-                            if cutlass.const_expr(self.n_staged and ti >= n_early):
+                            if cutlass.const_expr(self.bulk):
+                                if cutlass.const_expr(ti > 0 and not skip_state):
+                                    # every lane of the warp has read tile ti - 1 (the MMAs
+                                    # consumed it); generic reads before the async-proxy writes
+                                    cute.arch.sync_warp()
+                                    cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
+                                    bulk_stage_tile(
+                                        st_head, stage, mbar_w, v0, warp, ti, self.NTILE, lane
+                                    )
+                                if cutlass.const_expr(not skip_state):
+                                    cute.arch.mbarrier_wait(mbar_w, ti % 2)
+                                sa = read_bulk_tile(stage, warp, g4, c4, skip_state)
+                            elif cutlass.const_expr(self.n_staged and ti >= n_early):
                                 if cutlass.const_expr(self.reuse_stage and ti > n_early):
                                     # v9: this thread has read tile ti - 1 from its slots (the
                                     # projection's and the fold's MMAs consumed it): tile ti
@@ -1739,7 +1824,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         )
                                     )
                                 newc = [[[None] * 4 for _ in range(4)] for _ in range(2)]
-                                if cutlass.const_expr(self.n_staged and ti >= n_early):
+                                if cutlass.const_expr(self.bulk):
+                                    sa = read_bulk_tile(stage, warp, g4, c4, skip_state, True)
+                                elif cutlass.const_expr(self.n_staged and ti >= n_early):
                                     # re-read: shared, not L2
                                     sa = read_staged_tile(
                                         stage,
@@ -2015,6 +2102,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     ab_cur = ab_nxt
             if cutlass.const_expr(self.pf or self.early):
                 cute.arch.cp_async_wait_group(0)  # no copy in flight when the CTA retires
+            if cutlass.const_expr(self.bulk and not skip_state):
+                if slot < Int32(0):
+                    # a pad row never waited for its entry copies (live rows waited for every
+                    # phase; waiting again on a completed parity-0 phase would block)
+                    cute.arch.mbarrier_wait(mbar_w, 0)
 
     return GdnDecodeUCacheFlushKernel
 
@@ -2062,6 +2154,7 @@ LATE_MODES = {
     5: "the first tile into registers and the last into shared memory, both at entry (v8)",
     6: "every tile through one reused shared-memory tile: the first at entry, each next one "
     "after the previous tile's projection and fold (v9)",
+    7: "late6 with bulk async copies on a per-warp mbarrier (v9 step 2; BV=128)",
 }
 
 
@@ -2096,7 +2189,12 @@ def compile_variant(
             f"late={late} (GDN_UCACHE_LATE or the launch table): expected one of "
             + ", ".join(f"{k} ({v})" for k, v in LATE_MODES.items())
         )
-    if late in (4, 5, 6) and persist:
+    if late == 7 and BV != 128:
+        raise ValueError(
+            f"late=7 (bulk-staged state) needs BV=128 (every warp owns its tiles), got BV={BV}: "
+            "set GDN_UCACHE_BV=128 or another GDN_UCACHE_LATE"
+        )
+    if late in (4, 5, 6, 7) and persist:
         raise ValueError(
             f"late={late} (state staged in shared memory) runs one row per CTA: unset "
             "GDN_UCACHE_LATE or set GDN_UCACHE_PERSIST=0"

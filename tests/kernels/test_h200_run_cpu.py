@@ -134,12 +134,18 @@ def test_k9_mode_checks_v9_step_one(tmp_path: Path) -> None:
     calls, out = run_mode(tmp_path, "k9")
     lines = calls.splitlines()
     suite = next(ln for ln in lines if "run_gpu_suite.py" in ln)
-    assert "suite-k9-late6" in suite and "GDN_UCACHE_LATE=6 GDN_UCACHE_BV=128" in suite
+    assert "suite-k9-late7" in suite and "GDN_UCACHE_LATE=7 GDN_UCACHE_BV=128" in suite
     knockout = next(ln for ln in lines if "bench/knockout.py" in ln)
-    for variant in ("next:bv128+late6+mbp0", "next:bv128+late6+mbp0+alias", "next:base+alias"):
+    for variant in (
+        "next:bv128+late6+mbp0",
+        "next:bv128+late7+mbp0",
+        "next:bv128+late7+mbp0+alias",
+        "next:bv128+late7+mbp0+stream",
+        "next:base+alias",
+    ):
         assert f" {variant} " in f"{knockout} "
     assert "--backends flashinfer" in knockout
     profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
     assert len(profiles) == 2 and "GDN_UCACHE_SKIP=alias" in profiles[1]
     with tarfile.open(out / "kernel-k9.tar.gz") as tar:
-        assert "kernel/ncu-k9-late6-alias.ncu-rep" in tar.getnames()
+        assert "kernel/ncu-k9-late7-alias.ncu-rep" in tar.getnames()

@@ -315,7 +315,7 @@ def test_late5_stages_only_the_deferred_tile(tmp_path: Path) -> None:
 
 def _reuses_stage(path: Path) -> bool:
     # v9 step 1 and later: launch knob late=6 runs every tile through one reused stage tile
-    return "self.reuse_stage = late == 6" in path.read_text()
+    return "self.reuse_stage = late in (6, 7)" in path.read_text()
 
 
 @pytest.mark.skipif(not NEXT.exists() or not _reuses_stage(NEXT), reason="no late6 in next")
@@ -349,6 +349,52 @@ def test_late6_runs_every_tile_through_one_stage(
     dump = tmp_path / "alias"
     dump.mkdir()
     _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 6]], dump, NEXT)
+
+
+def _bulk_stages(path: Path) -> bool:
+    # v9 step 2 and later: launch knob late=7 stages the state by bulk async copies
+    return "self.bulk = late == 7" in path.read_text()
+
+
+@pytest.mark.skipif(not NEXT.exists() or not _bulk_stages(NEXT), reason="no late7 in next")
+def test_late7_stages_the_state_with_bulk_copies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """late=7 (v9 step 2) at BV=128, T=4: no state load from global memory by the threads and no
+    per-thread cp.async of it: each warp arms its mbarrier for 4096 bytes and its lanes issue two
+    64-byte bulk copies per tile (two call sites: entry and the reused stage), tile 1 after a
+    proxy fence; three waits (tile 0, tile 1, a pad row's entry copies); the projection's and
+    the fold's 16 shared reads per tile as late6's. Other BV are refused by name."""
+    counts = {}
+    for late in (6, 7):
+        dump = tmp_path / f"late{late}"
+        dump.mkdir()
+        _, ptx = _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, late]], dump, NEXT)
+        counts[late] = {
+            "ldg": len(re.findall(r"ld\.global\S*\.v4", ptx)),
+            "lds": ptx.count("ld.shared.v4.b32"),
+            "again": ptx.count("// again"),
+            "cp_async": len(re.findall(r"cp\.async\.c[ga]", ptx)),
+        }
+        if late == 7:
+            _portable(ptx)
+            bulk = re.findall(
+                r"cp\.async\.bulk\.shared::cluster\.global\.mbarrier::complete_tx::bytes"
+                r" \[%r\d+\], \[%rd\d+\], 64, \[%r\d+\]",
+                ptx,
+            )
+            assert len(bulk) == 4
+            assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == 2
+            assert ptx.count("fence.proxy.async.shared::cta") == 1
+            assert len(re.findall(r"mbarrier\.try_wait\.parity", ptx)) >= 3
+            assert re.search(r"cp\.async\.wait_group\s+0;", ptx)
+    assert counts[7]["ldg"] == counts[6]["ldg"]
+    assert counts[6]["cp_async"] - counts[7]["cp_async"] == 16  # 8 per tile, two tiles
+    assert counts[7]["lds"] == counts[6]["lds"] and counts[7]["again"] == 16
+    knext = _load({}, "gdnu_cpu_next_late7", NEXT)
+    monkeypatch.setenv("GDN_UCACHE_LATE", "7")
+    with pytest.raises(ValueError, match="late=7 .*needs BV=128.*GDN_UCACHE_BV=128"):
+        knext.compile_variant(4, 16, 32, 64)
 
 
 @pytest.mark.skipif(not NEXT.exists() or not _stages_one_tile(NEXT), reason="no late5 in next")
