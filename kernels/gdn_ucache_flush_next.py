@@ -96,9 +96,10 @@ same slots after tile 0's projection and fold): 66 registers; measured in sessio
 slower (108.6 us), and at 7 CTAs/SM (the `alias` knock-out) slower still: per-thread cp.async of
 the state costs more than the residency buys (results/kernel/v9s1-k9). late7 (compile-checked
 only): the same schedule with the copy engine moving the bytes, as flashinfer's TMA does: each
-warp's tile (16 rows, 4 KB contiguous in the pool) by 64 bulk async copies of 64 bytes on the
-warp's mbarrier, odd rows rotated by 64 bytes so that the 16-byte fragment reads are free of
-bank conflicts; 67 registers. Instructions then include cp.async.bulk and mbarrier (sm_90+).
+warp's tile (16 rows, 4 KB contiguous in the pool) by 16 bulk async copies of one 256-byte row
+on the warp's mbarrier, odd rows stored 64 bytes off the even rows' bank alignment so that the
+16-byte fragment reads are free of bank conflicts (16.6 KB of stage: still 5 CTAs/SM).
+Instructions then include cp.async.bulk and mbarrier (sm_90+).
 """
 
 import os
@@ -582,14 +583,23 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         )
         cute.arch.cp_async_commit_group()
 
+    # bulk-staged tile of one warp: even rows, then odd rows 64 bytes further (256-byte rows)
+    BULK_WARP_WORDS = 1024 + 16  # 4 KB of rows + the 64-byte shift of the odd rows
+
+    def bulk_row(warp: Any, lr: Any) -> Any:
+        """Word offset of row lr (0..15) of a warp's bulk-staged tile: even rows packed from the
+        warp's base, odd rows from base + 2 KB + 64 bytes. The 8 threads of a 16-byte read phase
+        read rows 2q and 2q + 1, which then start 64 bytes apart modulo 128: 8 distinct bank
+        quads (a dense 256-byte pitch would put both rows on the same banks: 2-way conflicts)."""
+        return warp * BULK_WARP_WORDS + (lr % 2) * (512 + 16) + (lr // 2) * 64
+
     def bulk_stage_tile(
         st_head: Any, stage: Any, mbar_w: Any, v0: Any, warp: Any, ti: int, ntile: int, lane: Any
     ) -> None:
-        """v9 step 2 (late7): this warp's state tile warp + 4 ti (16 rows x 256 bytes, contiguous
-        in the pool) into its 4 KB of `stage` by bulk async copies of 64 bytes (2 per lane) that
-        complete on the warp's mbarrier; lane 0 arms the barrier for the 4096 bytes first. Odd
-        rows are stored rotated by 64 bytes (see bulk_slot): conflict-free 16-byte reads. The
-        copy engine moves the bytes: no load/store-unit instruction per 16 bytes, no registers."""
+        """v9 step 2 (late7): this warp's state tile warp + 4 ti (16 rows x 256 bytes) into its
+        part of `stage` by 16 bulk async copies, one row each (lanes 0-15), that complete on the
+        warp's mbarrier; lane 0 arms the barrier for the 4096 bytes first. The copy engine moves
+        the bytes: no load/store-unit instruction per 16 bytes, no registers in flight."""
         cute.arch.inline_ptx(
             "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0;"
             " @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [{$r0}], {$r1}; }",
@@ -597,23 +607,20 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         )
         cute.arch.sync_warp()
         tile_ld = (warp + 4 * ti) % ntile
-        for j in range(2):
-            piece = lane * 2 + j  # 64 pieces of 64 bytes: row piece // 4, quarter piece % 4
-            lr = piece // 4
-            quarter = piece % 4
-            src = st_head + Int64((v0 + tile_ld * 16 + lr) * K_DIM + quarter * 32)
-            dst = stage + (warp * 1024 + lr * 64 + ((quarter + lr % 2) % 4) * 16)
-            cute.arch.inline_ptx(
-                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                " [{$r0}], [{$r1}], 64, [{$r2}];",
-                read_only_args=[dst.toint(), src.toint(), mbar_w.toint()],
-            )
+        lr = lane % 16
+        src = st_head + Int64((v0 + tile_ld * 16 + lr) * K_DIM)
+        dst = stage + bulk_row(warp, lr)
+        cute.arch.inline_ptx(
+            "{ .reg .pred p; setp.lt.s32 p, {$r3}, 16;"
+            " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+            " [{$r0}], [{$r1}], 256, [{$r2}]; }",
+            read_only_args=[dst.toint(), src.toint(), mbar_w.toint(), lane],
+        )
 
     def bulk_slot(stage: Any, warp: Any, g4: Any, c4: Any, rr: int, i: int) -> Any:
         """Chunk (rr, i) of thread (g4, c4) in its warp's bulk-staged tile (Int32 words): row
-        g4 + 8 rr at 256 bytes per row, quarter i rotated by one for odd rows, so the 8 threads
-        of a 16-byte read phase (rows 2q and 2q + 1, c4 = 0..3) hit 8 distinct bank quads."""
-        return stage + (warp * 1024 + (g4 + 8 * rr) * 64 + ((i + g4 % 2) % 4) * 16 + c4 * 4)
+        g4 + 8 rr (bulk_row), columns c4*8 + 32 i + 0..7."""
+        return stage + (bulk_row(warp, g4 + 8 * rr) + i * 16 + c4 * 4)
 
     def read_bulk_tile(
         stage: Any, warp: Any, g4: Any, c4: Any, skip: bool, again: bool = False
@@ -1188,7 +1195,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # tile (16 rows per warp x 128 x 2 B)
             stage = smem.allocate_array(
                 Int32,
-                self.stage_tiles * 32 * THREADS if self.n_staged else 4,
+                self.stage_tiles * 32 * THREADS + (4 * 16 if self.bulk else 0)
+                if self.n_staged
+                else 4,
                 byte_alignment=128 if self.bulk else 16,
             )
             # v9 step 2: one mbarrier per warp (its tile's bulk copies complete on it)

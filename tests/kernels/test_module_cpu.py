@@ -361,10 +361,11 @@ def test_late7_stages_the_state_with_bulk_copies(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """late=7 (v9 step 2) at BV=128, T=4: no state load from global memory by the threads and no
-    per-thread cp.async of it: each warp arms its mbarrier for 4096 bytes and its lanes issue two
-    64-byte bulk copies per tile (two call sites: entry and the reused stage), tile 1 after a
-    proxy fence; three waits (tile 0, tile 1, a pad row's entry copies); the projection's and
-    the fold's 16 shared reads per tile as late6's. Other BV are refused by name."""
+    per-thread cp.async of it: each warp arms its mbarrier for 4096 bytes and lanes 0-15 issue
+    one 256-byte bulk copy (a state row) per tile (two call sites: entry and the reused stage),
+    tile 1 after a proxy fence; three waits (tile 0, tile 1, a pad row's entry copies); the
+    projection's and the fold's 16 shared reads per tile as late6's. Other BV are refused by
+    name."""
     counts = {}
     for late in (6, 7):
         dump = tmp_path / f"late{late}"
@@ -380,10 +381,10 @@ def test_late7_stages_the_state_with_bulk_copies(
             _portable(ptx)
             bulk = re.findall(
                 r"cp\.async\.bulk\.shared::cluster\.global\.mbarrier::complete_tx::bytes"
-                r" \[%r\d+\], \[%rd\d+\], 64, \[%r\d+\]",
+                r" \[%r\d+\], \[%rd\d+\], 256, \[%r\d+\]",
                 ptx,
             )
-            assert len(bulk) == 4
+            assert len(bulk) == 2  # entry + the reused stage; lanes 0-15, one row each
             assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == 2
             assert ptx.count("fence.proxy.async.shared::cta") == 1
             assert len(re.findall(r"mbarrier\.try_wait\.parity", ptx)) >= 3
