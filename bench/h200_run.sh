@@ -38,7 +38,8 @@
 #                                  # build, B=1 on a warm L2; one archive kernel-k8.tar.gz
 #   bash bench/h200_run.sh k9      # <= 200 s (session 10 with K9_LATE=6): v9 (next's late6:
 #                                  # every state tile through one reused 16 KB shared stage by
-#                                  # cp.async; late7, the default: the same by bulk copies) --
+#                                  # cp.async; late7, the default: the same by bulk copies;
+#                                  # late8: both tiles by bulk copies at entry) --
 #                                  # #3's suite forced onto K9_LATE, then knock-outs vs v5b and
 #                                  # flashinfer incl. `alias` (the large smem buffers share one
 #                                  # region: 7 CTAs/SM by registers alone; results wrong on
@@ -233,12 +234,13 @@ k9)
   # cold L2, graph replay, HV=32: the shipped table config, v9 step 1 at its own residency
   # (smem: 5 CTAs/SM) and with `alias` (registers: 7), v5b's config with alias (registers: 5),
   # and the stream-only builds of both next to flashinfer
-  timeout 85 python3 bench/knockout.py --reps 8 --arm serving --hv 32 --batch 256 32 \
-    --flush 0 100 --budget-s 70 --json "$out/knockout-k9.json" --backends flashinfer \
+  timeout 110 python3 bench/knockout.py --reps 8 --arm serving --hv 32 --batch 256 32 \
+    --flush 0 100 --budget-s 90 --json "$out/knockout-k9.json" --backends flashinfer \
     --modules "next=$NEXTF" --variants next:base next:bv128+late6+mbp0 \
     "next:bv128+late$late+mbp0" "next:bv128+late$late+mbp0+alias" next:base+alias \
     "next:bv128+late$late+mbp0+stream" "next:bv128+late$late+mbp0+stream+alias" \
-    next:base+stream 2>&1 | tee "$out/knockout-k9.log" | grep -v '^# v' || true
+    next:base+stream next:bv128+late8+mbp0 next:bv128+late8+mbp0+alias 2>&1 |
+    tee "$out/knockout-k9.log" | grep -v '^# v' || true
   # occupancy and DRAM of the mode under test with and without alias (one launch each)
   for skip in "" alias; do
     GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$late GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 \

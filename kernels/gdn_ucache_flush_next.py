@@ -99,7 +99,9 @@ only): the same schedule with the copy engine moving the bytes, as flashinfer's 
 warp's tile (16 rows, 4 KB contiguous in the pool) by 16 bulk async copies of one 256-byte row
 on the warp's mbarrier, odd rows stored 64 bytes off the even rows' bank alignment so that the
 16-byte fragment reads are free of bank conflicts (16.6 KB of stage: still 5 CTAs/SM).
-Instructions then include cp.async.bulk and mbarrier (sm_90+).
+late8 (compile-checked only): both tiles by bulk copies at entry into two stage tiles, one
+barrier phase (no second dependent trip; 33 KB of stage: 3 CTAs/SM, so it is timed with the
+`alias` knock-out too). Instructions then include cp.async.bulk and mbarrier (sm_90+).
 """
 
 import os
@@ -594,41 +596,72 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         return warp * BULK_WARP_WORDS + (lr % 2) * (512 + 16) + (lr // 2) * 64
 
     def bulk_stage_tile(
-        st_head: Any, stage: Any, mbar_w: Any, v0: Any, warp: Any, ti: int, ntile: int, lane: Any
+        st_head: Any,
+        stage: Any,
+        mbar_w: Any,
+        v0: Any,
+        warp: Any,
+        ti: int,
+        ntile: int,
+        lane: Any,
+        both: bool = False,
     ) -> None:
         """v9 step 2 (late7): this warp's state tile warp + 4 ti (16 rows x 256 bytes) into its
         part of `stage` by 16 bulk async copies, one row each (lanes 0-15), that complete on the
         warp's mbarrier; lane 0 arms the barrier for the 4096 bytes first. The copy engine moves
-        the bytes: no load/store-unit instruction per 16 bytes, no registers in flight."""
+        the bytes: no load/store-unit instruction per 16 bytes, no registers in flight.
+        `both` (late8, ti = 0): tiles 0 and 1 at once, lane l copying row l % 16 of tile l // 16
+        into stage tile l // 16, all 8192 bytes on one barrier phase."""
         cute.arch.inline_ptx(
             "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0;"
             " @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [{$r0}], {$r1}; }",
-            read_only_args=[mbar_w.toint(), Int32(16 * 256), lane],
+            read_only_args=[mbar_w.toint(), Int32((2 if both else 1) * 16 * 256), lane],
         )
         cute.arch.sync_warp()
-        tile_ld = (warp + 4 * ti) % ntile
         lr = lane % 16
-        src = st_head + Int64((v0 + tile_ld * 16 + lr) * K_DIM)
-        dst = stage + bulk_row(warp, lr)
-        cute.arch.inline_ptx(
-            "{ .reg .pred p; setp.lt.s32 p, {$r3}, 16;"
-            " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-            " [{$r0}], [{$r1}], 256, [{$r2}]; }",
-            read_only_args=[dst.toint(), src.toint(), mbar_w.toint(), lane],
+        if both:
+            slot_t = lane // 16
+            tile_ld = (warp + 4 * slot_t) % ntile
+            src = st_head + Int64((v0 + tile_ld * 16 + lr) * K_DIM)
+            dst = stage + (slot_t * 4 * BULK_WARP_WORDS + bulk_row(warp, lr))
+            cute.arch.inline_ptx(
+                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                " [{$r0}], [{$r1}], 256, [{$r2}];",
+                read_only_args=[dst.toint(), src.toint(), mbar_w.toint()],
+            )
+        else:
+            tile_ld = (warp + 4 * ti) % ntile
+            src = st_head + Int64((v0 + tile_ld * 16 + lr) * K_DIM)
+            dst = stage + bulk_row(warp, lr)
+            cute.arch.inline_ptx(
+                "{ .reg .pred p; setp.lt.s32 p, {$r3}, 16;"
+                " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                " [{$r0}], [{$r1}], 256, [{$r2}]; }",
+                read_only_args=[dst.toint(), src.toint(), mbar_w.toint(), lane],
+            )
+
+    def bulk_slot(stage: Any, warp: Any, g4: Any, c4: Any, rr: int, i: int, slot_t: int) -> Any:
+        """Chunk (rr, i) of thread (g4, c4) in its warp's bulk-staged tile in stage tile slot_t
+        (Int32 words): row g4 + 8 rr (bulk_row), columns c4*8 + 32 i + 0..7."""
+        return stage + (
+            slot_t * 4 * BULK_WARP_WORDS + bulk_row(warp, g4 + 8 * rr) + i * 16 + c4 * 4
         )
 
-    def bulk_slot(stage: Any, warp: Any, g4: Any, c4: Any, rr: int, i: int) -> Any:
-        """Chunk (rr, i) of thread (g4, c4) in its warp's bulk-staged tile (Int32 words): row
-        g4 + 8 rr (bulk_row), columns c4*8 + 32 i + 0..7."""
-        return stage + (bulk_row(warp, g4 + 8 * rr) + i * 16 + c4 * 4)
-
     def read_bulk_tile(
-        stage: Any, warp: Any, g4: Any, c4: Any, skip: bool, again: bool = False
+        stage: Any,
+        warp: Any,
+        g4: Any,
+        c4: Any,
+        skip: bool,
+        again: bool = False,
+        slot_t: int = 0,
     ) -> list:
         """The A fragments of this warp's bulk-staged tile (layout of load_state_tile)."""
         return [
             [
-                (Int32(0),) * 4 if skip else lds_v4(bulk_slot(stage, warp, g4, c4, rr, i), again)
+                (Int32(0),) * 4
+                if skip
+                else lds_v4(bulk_slot(stage, warp, g4, c4, rr, i, slot_t), again)
                 for i in range(4)
             ]
             for rr in range(2)
@@ -941,15 +974,20 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # Staged tiles: the last n_staged tiles of each warp (n_early = the others);
             # stage_tiles = the tile slots allocated (1 when they are reused).
             # late=7 (v9, step 2): late6's schedule with the copies made by the copy engine: each
-            # warp's tile is 4 KB contiguous in the pool and goes by 64 bulk async copies on the
-            # warp's mbarrier (k9 showed per-thread cp.async of the state costing more than the
-            # residency it buys: results/kernel/v9s1-k9). BV=128 only (every warp has its tiles).
-            self.bulk = late == 7
+            # warp's tile is 4 KB contiguous in the pool and goes by 16 bulk async copies (one
+            # row each) on the warp's mbarrier (k9 showed per-thread cp.async of the state
+            # costing more than the residency it buys: results/kernel/v9s1-k9).
+            # late=8: both tiles by bulk copies at entry into two stage tiles (one barrier phase,
+            # no second dependent trip; 33 KB of stage: 3 CTAs/SM unless the `alias` knock-out).
+            # BV=128 only for both (every warp owns its tiles).
+            self.bulk = late in (7, 8)
+            self.bulk_both = late == 8
             self.n_staged = {4: self.TILES_PER_WARP, 5: 1, 6: self.TILES_PER_WARP}.get(
                 late, self.TILES_PER_WARP if self.bulk else 0
             )
             self.reuse_stage = late in (6, 7)
             self.stage_tiles = 1 if self.reuse_stage else self.n_staged
+            self.bulk_slot_words = 4 * 16 * self.stage_tiles  # the odd rows' 64-byte shifts
             self.late_seq = late == 3
             late_tiles = min(1 if late == 3 else late, self.TILES_PER_WARP)
             self.late = self.n_staged if self.n_staged else late_tiles
@@ -1195,7 +1233,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # tile (16 rows per warp x 128 x 2 B)
             stage = smem.allocate_array(
                 Int32,
-                self.stage_tiles * 32 * THREADS + (4 * 16 if self.bulk else 0)
+                self.stage_tiles * 32 * THREADS + (self.bulk_slot_words if self.bulk else 0)
                 if self.n_staged
                 else 4,
                 byte_alignment=128 if self.bulk else 16,
@@ -1301,7 +1339,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     cute.arch.mbarrier_init_fence()
                 cute.arch.sync_warp()
                 if cutlass.const_expr(not skip_state):
-                    bulk_stage_tile(st_head0, stage, mbar_w, v0, warp, 0, self.NTILE, lane)
+                    bulk_stage_tile(
+                        st_head0, stage, mbar_w, v0, warp, 0, self.NTILE, lane, self.bulk_both
+                    )
             elif cutlass.const_expr(self.n_staged):
                 # after the windows' group, so that the prologue can wait for the windows alone
                 stage_state_tiles(
@@ -1735,7 +1775,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             lr0 = tile * 16 + g4
                             rows = (lr0, lr0 + 8)
                             if cutlass.const_expr(self.bulk):
-                                if cutlass.const_expr(ti > 0 and not skip_state):
+                                if cutlass.const_expr(
+                                    ti > 0 and not skip_state and not self.bulk_both
+                                ):
                                     # every lane of the warp has read tile ti - 1 (the MMAs
                                     # consumed it); generic reads before the async-proxy writes
                                     cute.arch.sync_warp()
@@ -1743,9 +1785,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     bulk_stage_tile(
                                         st_head, stage, mbar_w, v0, warp, ti, self.NTILE, lane
                                     )
-                                if cutlass.const_expr(not skip_state):
+                                if cutlass.const_expr(
+                                    not skip_state and (ti == 0 or not self.bulk_both)
+                                ):
                                     cute.arch.mbarrier_wait(mbar_w, ti % 2)
-                                sa = read_bulk_tile(stage, warp, g4, c4, skip_state)
+                                sa = read_bulk_tile(
+                                    stage, warp, g4, c4, skip_state, False,
+                                    ti if self.bulk_both else 0,
+                                )  # fmt: skip
                             elif cutlass.const_expr(self.n_staged and ti >= n_early):
                                 if cutlass.const_expr(self.reuse_stage and ti > n_early):
                                     # v9: this thread has read tile ti - 1 from its slots (the
@@ -1834,7 +1881,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     )
                                 newc = [[[None] * 4 for _ in range(4)] for _ in range(2)]
                                 if cutlass.const_expr(self.bulk):
-                                    sa = read_bulk_tile(stage, warp, g4, c4, skip_state, True)
+                                    sa = read_bulk_tile(
+                                        stage, warp, g4, c4, skip_state, True,
+                                        ti if self.bulk_both else 0,
+                                    )  # fmt: skip
                                 elif cutlass.const_expr(self.n_staged and ti >= n_early):
                                     # re-read: shared, not L2
                                     sa = read_staged_tile(
@@ -2164,6 +2214,7 @@ LATE_MODES = {
     6: "every tile through one reused shared-memory tile: the first at entry, each next one "
     "after the previous tile's projection and fold (v9)",
     7: "late6 with bulk async copies on a per-warp mbarrier (v9 step 2; BV=128)",
+    8: "every tile by bulk async copies at entry into its own stage tile (BV=128)",
 }
 
 
@@ -2198,12 +2249,12 @@ def compile_variant(
             f"late={late} (GDN_UCACHE_LATE or the launch table): expected one of "
             + ", ".join(f"{k} ({v})" for k, v in LATE_MODES.items())
         )
-    if late == 7 and BV != 128:
+    if late in (7, 8) and BV != 128:
         raise ValueError(
-            f"late=7 (bulk-staged state) needs BV=128 (every warp owns its tiles), got BV={BV}: "
-            "set GDN_UCACHE_BV=128 or another GDN_UCACHE_LATE"
+            f"late={late} (bulk-staged state) needs BV=128 (every warp owns its tiles), got "
+            f"BV={BV}: set GDN_UCACHE_BV=128 or another GDN_UCACHE_LATE"
         )
-    if late in (4, 5, 6, 7) and persist:
+    if late in (4, 5, 6, 7, 8) and persist:
         raise ValueError(
             f"late={late} (state staged in shared memory) runs one row per CTA: unset "
             "GDN_UCACHE_LATE or set GDN_UCACHE_PERSIST=0"

@@ -353,7 +353,7 @@ def test_late6_runs_every_tile_through_one_stage(
 
 def _bulk_stages(path: Path) -> bool:
     # v9 step 2 and later: launch knob late=7 stages the state by bulk async copies
-    return "self.bulk = late == 7" in path.read_text()
+    return "self.bulk = late in (7, 8)" in path.read_text()
 
 
 @pytest.mark.skipif(not NEXT.exists() or not _bulk_stages(NEXT), reason="no late7 in next")
@@ -392,10 +392,21 @@ def test_late7_stages_the_state_with_bulk_copies(
     assert counts[7]["ldg"] == counts[6]["ldg"]
     assert counts[6]["cp_async"] - counts[7]["cp_async"] == 16  # 8 per tile, two tiles
     assert counts[7]["lds"] == counts[6]["lds"] and counts[7]["again"] == 16
+    # late8: both tiles at entry, 32 lanes one row each, one barrier phase of 8192 bytes
+    dump = tmp_path / "late8"
+    dump.mkdir()
+    _, ptx = _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 8]], dump, NEXT)
+    assert (
+        len(re.findall(r"cp\.async\.bulk\.shared::cluster\S* \[%r\d+\], \[%rd\d+\], 256,", ptx))
+        == 1
+    )
+    assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], 8192;", ptx)
+    assert "fence.proxy.async" not in ptx and ptx.count("// again") == 16
     knext = _load({}, "gdnu_cpu_next_late7", NEXT)
-    monkeypatch.setenv("GDN_UCACHE_LATE", "7")
-    with pytest.raises(ValueError, match="late=7 .*needs BV=128.*GDN_UCACHE_BV=128"):
-        knext.compile_variant(4, 16, 32, 64)
+    for late in ("7", "8"):
+        monkeypatch.setenv("GDN_UCACHE_LATE", late)
+        with pytest.raises(ValueError, match=f"late={late} .*needs BV=128.*GDN_UCACHE_BV=128"):
+            knext.compile_variant(4, 16, 32, 64)
 
 
 @pytest.mark.skipif(not NEXT.exists() or not _stages_one_tile(NEXT), reason="no late5 in next")
