@@ -39,7 +39,8 @@
 #   bash bench/h200_run.sh k9      # <= 200 s (session 10 with K9_LATE=6): v9 (next's late6:
 #                                  # every state tile through one reused 16 KB shared stage by
 #                                  # cp.async; late7, the default: the same by bulk copies;
-#                                  # late8: both tiles by bulk copies at entry) --
+#                                  # late8: both tiles by bulk copies at entry; late9: tile 0
+#                                  # in registers, tile 1 by bulk copies, both at entry) --
 #                                  # #3's suite forced onto K9_LATE, then knock-outs vs v5b and
 #                                  # flashinfer incl. `alias` (the large smem buffers share one
 #                                  # region: 7 CTAs/SM by registers alone; results wrong on
@@ -239,7 +240,8 @@ k9)
     --modules "next=$NEXTF" --variants next:base next:bv128+late6+mbp0 \
     "next:bv128+late$late+mbp0" "next:bv128+late$late+mbp0+alias" next:base+alias \
     "next:bv128+late$late+mbp0+stream" "next:bv128+late$late+mbp0+stream+alias" \
-    next:base+stream next:bv128+late8+mbp0 next:bv128+late8+mbp0+alias 2>&1 |
+    next:base+stream next:bv128+late8+mbp0 next:bv128+late8+mbp0+alias next:bv128+late9+mbp0 \
+    2>&1 |
     tee "$out/knockout-k9.log" | grep -v '^# v' || true
   # occupancy and DRAM of the mode under test with and without alias (one launch each)
   for skip in "" alias; do

@@ -83,6 +83,7 @@ CANDIDATES = (
     "bv128+late6+mbp0",  # next (v9 step 1): one reused 16 KB stage; 66 registers, 45.2 KB: 5/SM
     "bv128+late7+mbp0",  # next (v9 step 2): late6 by bulk copies on per-warp mbarriers; 64 regs
     "bv128+late8+mbp0",  # next: both tiles by bulk copies at entry; 70 regs, 33 KB stage: 3/SM
+    "bv128+late9+mbp0",  # next: tile 0 in registers, tile 1 by bulk copies, both at entry; 92: 5
     "bv64+mbp7",
     "bv32",
     "bv16",

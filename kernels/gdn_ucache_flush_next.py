@@ -101,7 +101,9 @@ on the warp's mbarrier, odd rows stored 64 bytes off the even rows' bank alignme
 16-byte fragment reads are free of bank conflicts (16.6 KB of stage: still 5 CTAs/SM).
 late8 (compile-checked only): both tiles by bulk copies at entry into two stage tiles, one
 barrier phase (no second dependent trip; 33 KB of stage: 3 CTAs/SM, so it is timed with the
-`alias` knock-out too). Instructions then include cp.async.bulk and mbarrier (sm_90+).
+`alias` knock-out too). late9 (compile-checked only): v8's split with the copy engine: tile 0
+into registers at entry (v5b's loads), tile 1 by bulk copies at entry into one stage tile (92
+registers, 45.5 KB: 5 CTAs/SM). Instructions then include cp.async.bulk and mbarrier (sm_90+).
 """
 
 import os
@@ -979,10 +981,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # costing more than the residency it buys: results/kernel/v9s1-k9).
             # late=8: both tiles by bulk copies at entry into two stage tiles (one barrier phase,
             # no second dependent trip; 33 KB of stage: 3 CTAs/SM unless the `alias` knock-out).
-            # BV=128 only for both (every warp owns its tiles).
-            self.bulk = late in (7, 8)
+            # late=9: v8's split with the copy engine: tile 0 into registers at entry (v5b's
+            # loads), tile 1 by bulk copies at entry into one stage tile: both in flight from
+            # entry, no per-thread cp.async (v8 staged by cp.async and lost: v8-k4).
+            # BV=128 only for 7-9 (every warp owns its tiles).
+            self.bulk = late in (7, 8, 9)
             self.bulk_both = late == 8
-            self.n_staged = {4: self.TILES_PER_WARP, 5: 1, 6: self.TILES_PER_WARP}.get(
+            self.n_staged = {4: self.TILES_PER_WARP, 5: 1, 6: self.TILES_PER_WARP, 9: 1}.get(
                 late, self.TILES_PER_WARP if self.bulk else 0
             )
             self.reuse_stage = late in (6, 7)
@@ -1340,7 +1345,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 cute.arch.sync_warp()
                 if cutlass.const_expr(not skip_state):
                     bulk_stage_tile(
-                        st_head0, stage, mbar_w, v0, warp, 0, self.NTILE, lane, self.bulk_both
+                        st_head0,
+                        stage,
+                        mbar_w,
+                        v0,
+                        warp,
+                        n_early,
+                        self.NTILE,
+                        lane,
+                        self.bulk_both,
                     )
             elif cutlass.const_expr(self.n_staged):
                 # after the windows' group, so that the prologue can wait for the windows alone
@@ -1774,9 +1787,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         if tile < self.NTILE:
                             lr0 = tile * 16 + g4
                             rows = (lr0, lr0 + 8)
-                            if cutlass.const_expr(self.bulk):
+                            if cutlass.const_expr(self.bulk and ti >= n_early):
                                 if cutlass.const_expr(
-                                    ti > 0 and not skip_state and not self.bulk_both
+                                    ti > n_early and not skip_state and not self.bulk_both
                                 ):
                                     # every lane of the warp has read tile ti - 1 (the MMAs
                                     # consumed it); generic reads before the async-proxy writes
@@ -1786,9 +1799,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         st_head, stage, mbar_w, v0, warp, ti, self.NTILE, lane
                                     )
                                 if cutlass.const_expr(
-                                    not skip_state and (ti == 0 or not self.bulk_both)
+                                    not skip_state and (ti == n_early or not self.bulk_both)
                                 ):
-                                    cute.arch.mbarrier_wait(mbar_w, ti % 2)
+                                    cute.arch.mbarrier_wait(mbar_w, (ti - n_early) % 2)
                                 sa = read_bulk_tile(
                                     stage, warp, g4, c4, skip_state, False,
                                     ti if self.bulk_both else 0,
@@ -1880,7 +1893,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         )
                                     )
                                 newc = [[[None] * 4 for _ in range(4)] for _ in range(2)]
-                                if cutlass.const_expr(self.bulk):
+                                if cutlass.const_expr(self.bulk and ti >= n_early):
                                     sa = read_bulk_tile(
                                         stage, warp, g4, c4, skip_state, True,
                                         ti if self.bulk_both else 0,
@@ -2215,6 +2228,7 @@ LATE_MODES = {
     "after the previous tile's projection and fold (v9)",
     7: "late6 with bulk async copies on a per-warp mbarrier (v9 step 2; BV=128)",
     8: "every tile by bulk async copies at entry into its own stage tile (BV=128)",
+    9: "the first tile into registers and the last by bulk async copies, both at entry (BV=128)",
 }
 
 
@@ -2249,12 +2263,12 @@ def compile_variant(
             f"late={late} (GDN_UCACHE_LATE or the launch table): expected one of "
             + ", ".join(f"{k} ({v})" for k, v in LATE_MODES.items())
         )
-    if late in (7, 8) and BV != 128:
+    if late in (7, 8, 9) and BV != 128:
         raise ValueError(
             f"late={late} (bulk-staged state) needs BV=128 (every warp owns its tiles), got "
             f"BV={BV}: set GDN_UCACHE_BV=128 or another GDN_UCACHE_LATE"
         )
-    if late in (4, 5, 6, 7, 8) and persist:
+    if late in (4, 5, 6, 7, 8, 9) and persist:
         raise ValueError(
             f"late={late} (state staged in shared memory) runs one row per CTA: unset "
             "GDN_UCACHE_LATE or set GDN_UCACHE_PERSIST=0"

@@ -142,6 +142,8 @@ def test_k9_mode_checks_v9_step_one(tmp_path: Path) -> None:
         "next:bv128+late7+mbp0+alias",
         "next:bv128+late7+mbp0+stream",
         "next:base+alias",
+        "next:bv128+late8+mbp0",
+        "next:bv128+late9+mbp0",
     ):
         assert f" {variant} " in f"{knockout} "
     assert "--backends flashinfer" in knockout

@@ -353,7 +353,7 @@ def test_late6_runs_every_tile_through_one_stage(
 
 def _bulk_stages(path: Path) -> bool:
     # v9 step 2 and later: launch knob late=7 stages the state by bulk async copies
-    return "self.bulk = late in (7, 8)" in path.read_text()
+    return "self.bulk = late in (7, 8" in path.read_text()
 
 
 @pytest.mark.skipif(not NEXT.exists() or not _bulk_stages(NEXT), reason="no late7 in next")
@@ -402,8 +402,17 @@ def test_late7_stages_the_state_with_bulk_copies(
     )
     assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], 8192;", ptx)
     assert "fence.proxy.async" not in ptx and ptx.count("// again") == 16
+    # late9: tile 0 by global loads into registers at entry (as late5), tile 1 by one bulk copy
+    # site at entry; one wait for it and one for a pad row
+    dump = tmp_path / "late9"
+    dump.mkdir()
+    _, ptx9 = _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 9]], dump, NEXT)
+    assert len(re.findall(r"ld\.global\S*\.v4", ptx9)) == counts[7]["ldg"] + 8
+    assert len(re.findall(r"cp\.async\.bulk\.shared::cluster", ptx9)) == 1
+    assert len(re.findall(r"mbarrier\.try_wait\.parity", ptx9)) >= 2
+    assert ptx9.count("// again") == 8 and "fence.proxy.async" not in ptx9
     knext = _load({}, "gdnu_cpu_next_late7", NEXT)
-    for late in ("7", "8"):
+    for late in ("7", "8", "9"):
         monkeypatch.setenv("GDN_UCACHE_LATE", late)
         with pytest.raises(ValueError, match=f"late={late} .*needs BV=128.*GDN_UCACHE_BV=128"):
             knext.compile_variant(4, 16, 32, 64)
@@ -411,9 +420,9 @@ def test_late7_stages_the_state_with_bulk_copies(
 
 @pytest.mark.skipif(not NEXT.exists() or not _stages_one_tile(NEXT), reason="no late5 in next")
 def test_unknown_late_mode_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    knext = _load({}, "gdnu_cpu_next_late9", NEXT)
-    monkeypatch.setenv("GDN_UCACHE_LATE", "9")
-    with pytest.raises(ValueError, match=r"late=9 \(GDN_UCACHE_LATE.*5 \(the first tile"):
+    knext = _load({}, "gdnu_cpu_next_late12", NEXT)
+    monkeypatch.setenv("GDN_UCACHE_LATE", "12")
+    with pytest.raises(ValueError, match=r"late=12 \(GDN_UCACHE_LATE.*5 \(the first tile"):
         knext.compile_variant(4, 16, 32, 128)
 
 
