@@ -36,12 +36,13 @@
 #                                  # only) vs flashinfer in one process, then Nsight Compute with
 #                                  # DRAM throughput of ours, flashinfer and ours' stream-only
 #                                  # build, B=1 on a warm L2; one archive kernel-k8.tar.gz
-#   bash bench/h200_run.sh k9      # <= 200 s (session 10 with K9_LATE=6): v9 (next's late6:
+#   bash bench/h200_run.sh k9      # <= 220 s (session 10 with K9_LATES=6): v9 (next's late6:
 #                                  # every state tile through one reused 16 KB shared stage by
 #                                  # cp.async; late7, the default: the same by bulk copies;
 #                                  # late8: both tiles by bulk copies at entry; late9: tile 0
 #                                  # in registers, tile 1 by bulk copies, both at entry) --
-#                                  # #3's suite forced onto K9_LATE, then knock-outs vs v5b and
+#                                  # #3's suite forced onto each of K9_LATES (default "7 9"),
+#                                  # then knock-outs of the first vs v5b and
 #                                  # flashinfer incl. `alias` (the large smem buffers share one
 #                                  # region: 7 CTAs/SM by registers alone; results wrong on
 #                                  # purpose) and a short ncu of the occupancy; light `.gpu` carry
@@ -226,12 +227,22 @@ k8)
   ;;
 k9)
   NEXTF=kernels/gdn_ucache_flush_next.py
-  late=${K9_LATE:-7}  # the mode under test (session 10 ran 6; 7 = bulk copies)
-  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$late GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 setsid \
-    timeout 60 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k9-late$late" \
-    --backends ours --arms serving,bf16 --deadline-s 45 --jobs 8 --max-steps 300 \
-    >"$out/suite-k9-late$late.log" 2>&1 || true
-  echo "== late$late (bv128, no bound):"; tail -2 "$out/suite-k9-late$late.log"
+  # the modes whose conformance runs (#3's suite, in parallel); the first is the one profiled
+  # (session 10 ran K9_LATES=6; 7 = bulk copies through one stage, 9 = tile 1 by bulk copies)
+  read -r -a lates <<<"${K9_LATES:-7 9}"
+  late=${lates[0]}
+  pids=()
+  for l in "${lates[@]}"; do
+    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$l GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 setsid \
+      timeout 70 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k9-late$l" \
+      --backends ours --arms serving,bf16 --deadline-s 55 --jobs 8 --max-steps 300 \
+      >"$out/suite-k9-late$l.log" 2>&1 &
+    pids+=("$!")
+  done
+  wait "${pids[@]}" || true
+  for l in "${lates[@]}"; do
+    echo "== late$l (bv128, no bound):"; tail -2 "$out/suite-k9-late$l.log"
+  done
   # cold L2, graph replay, HV=32: the shipped table config, v9 step 1 at its own residency
   # (smem: 5 CTAs/SM) and with `alias` (registers: 7), v5b's config with alias (registers: 5),
   # and the stream-only builds of both next to flashinfer
