@@ -987,8 +987,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # BV=128 only for 7-9 (every warp owns its tiles).
             self.bulk = late in (7, 8, 9)
             self.bulk_both = late == 8
-            self.n_staged = {4: self.TILES_PER_WARP, 5: 1, 6: self.TILES_PER_WARP, 9: 1}.get(
-                late, self.TILES_PER_WARP if self.bulk else 0
+            self.n_staged = (
+                1 if late in (5, 9) else self.TILES_PER_WARP if late in (4, 6, 7, 8) else 0
             )
             self.reuse_stage = late in (6, 7)
             self.stage_tiles = 1 if self.reuse_stage else self.n_staged

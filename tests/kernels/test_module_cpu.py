@@ -283,6 +283,26 @@ def test_staged_state_compiles_to_shared_reads(tmp_path: Path) -> None:
     _portable(ptx)
 
 
+def _next_bv128_ptx(tmp_path: Path, late: int, name: str | None = None) -> str:
+    """PTX of next at T=4, HV=32, BV=128 (two tiles per warp), serving dtypes, launch knob late."""
+    dump = tmp_path / (name or f"late{late}")
+    dump.mkdir()
+    _, ptx = _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, late]], dump, NEXT)
+    return ptx
+
+
+def _state_op_counts(ptx: str) -> dict[str, int]:
+    """How the state moves in a PTX: 16-byte global loads, 16-byte shared reads (the fold's
+    re-reads tagged `// again`), per-thread cp.async and waits for all of this thread's copies."""
+    return {
+        "ldg": len(re.findall(r"ld\.global\S*\.v4", ptx)),
+        "lds": ptx.count("ld.shared.v4.b32"),
+        "again": ptx.count("// again"),
+        "cp_async": len(re.findall(r"cp\.async\.c[ga]", ptx)),
+        "wait0": len(re.findall(r"cp\.async\.wait_group\s+0;", ptx)),
+    }
+
+
 def _stages_one_tile(path: Path) -> bool:
     # v8 and later: launch knob late=5 stages only the deferred tile
     return '5: "the first tile into registers' in path.read_text()
@@ -295,15 +315,8 @@ def test_late5_stages_only_the_deferred_tile(tmp_path: Path) -> None:
     projection and again for the fold (16 reads); late3 loads both tiles from global memory."""
     counts = {}
     for late in (3, 5):
-        dump = tmp_path / f"late{late}"
-        dump.mkdir()
-        _, ptx = _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, late]], dump, NEXT)
-        counts[late] = {
-            "ldg": len(re.findall(r"ld\.global\S*\.v4", ptx)),
-            "lds": ptx.count("ld.shared.v4.b32"),
-            "again": ptx.count("// again"),
-            "cp_async": len(re.findall(r"cp\.async\.c[ga]", ptx)),
-        }
+        ptx = _next_bv128_ptx(tmp_path, late)
+        counts[late] = _state_op_counts(ptx)
         if late == 5:
             _portable(ptx)
             # the prologue waits for the windows' group alone
@@ -328,16 +341,8 @@ def test_late6_runs_every_tile_through_one_stage(
     tile 0's slots only after tile 0 was read). The `alias` knock-out compiles too."""
     counts = {}
     for late in (4, 6):
-        dump = tmp_path / f"late{late}"
-        dump.mkdir()
-        _, ptx = _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, late]], dump, NEXT)
-        counts[late] = {
-            "ldg": len(re.findall(r"ld\.global\S*\.v4", ptx)),
-            "lds": ptx.count("ld.shared.v4.b32"),
-            "again": ptx.count("// again"),
-            "cp_async": len(re.findall(r"cp\.async\.c[ga]", ptx)),
-            "wait0": len(re.findall(r"cp\.async\.wait_group\s+0;", ptx)),
-        }
+        ptx = _next_bv128_ptx(tmp_path, late)
+        counts[late] = _state_op_counts(ptx)
         if late == 6:
             _portable(ptx)
             assert re.search(r"cp\.async\.wait_group\s+1;", ptx)  # the prologue: windows alone
@@ -346,9 +351,7 @@ def test_late6_runs_every_tile_through_one_stage(
     assert counts[6]["again"] == 16
     assert counts[6]["wait0"] == counts[4]["wait0"] + 1
     monkeypatch.setenv("GDN_UCACHE_SKIP", "alias")
-    dump = tmp_path / "alias"
-    dump.mkdir()
-    _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 6]], dump, NEXT)
+    _next_bv128_ptx(tmp_path, 6, "alias")
 
 
 def _bulk_stages(path: Path) -> bool:
@@ -368,15 +371,8 @@ def test_late7_stages_the_state_with_bulk_copies(
     name."""
     counts = {}
     for late in (6, 7):
-        dump = tmp_path / f"late{late}"
-        dump.mkdir()
-        _, ptx = _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, late]], dump, NEXT)
-        counts[late] = {
-            "ldg": len(re.findall(r"ld\.global\S*\.v4", ptx)),
-            "lds": ptx.count("ld.shared.v4.b32"),
-            "again": ptx.count("// again"),
-            "cp_async": len(re.findall(r"cp\.async\.c[ga]", ptx)),
-        }
+        ptx = _next_bv128_ptx(tmp_path, late)
+        counts[late] = _state_op_counts(ptx)
         if late == 7:
             _portable(ptx)
             bulk = re.findall(
@@ -393,9 +389,7 @@ def test_late7_stages_the_state_with_bulk_copies(
     assert counts[6]["cp_async"] - counts[7]["cp_async"] == 16  # 8 per tile, two tiles
     assert counts[7]["lds"] == counts[6]["lds"] and counts[7]["again"] == 16
     # late8: both tiles at entry, 32 lanes one row each, one barrier phase of 8192 bytes
-    dump = tmp_path / "late8"
-    dump.mkdir()
-    _, ptx = _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 8]], dump, NEXT)
+    ptx = _next_bv128_ptx(tmp_path, 8)
     assert (
         len(re.findall(r"cp\.async\.bulk\.shared::cluster\S* \[%r\d+\], \[%rd\d+\], 256,", ptx))
         == 1
@@ -404,10 +398,8 @@ def test_late7_stages_the_state_with_bulk_copies(
     assert "fence.proxy.async" not in ptx and ptx.count("// again") == 16
     # late9: tile 0 by global loads into registers at entry (as late5), tile 1 by one bulk copy
     # site at entry; one wait for it and one for a pad row
-    dump = tmp_path / "late9"
-    dump.mkdir()
-    _, ptx9 = _compile("sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 9]], dump, NEXT)
-    assert len(re.findall(r"ld\.global\S*\.v4", ptx9)) == counts[7]["ldg"] + 8
+    ptx9 = _next_bv128_ptx(tmp_path, 9)
+    assert _state_op_counts(ptx9)["ldg"] == counts[7]["ldg"] + 8
     assert len(re.findall(r"cp\.async\.bulk\.shared::cluster", ptx9)) == 1
     assert len(re.findall(r"mbarrier\.try_wait\.parity", ptx9)) >= 2
     assert ptx9.count("// again") == 8 and "fence.proxy.async" not in ptx9
