@@ -46,6 +46,11 @@
 #                                  # flashinfer incl. `alias` (the large smem buffers share one
 #                                  # region: 7 CTAs/SM by registers alone; results wrong on
 #                                  # purpose) and a short ncu of the occupancy; light `.gpu` carry
+#   bash bench/h200_run.sh k10     # ~150 s (session 11): late7's residency curve: CTAs/SM pinned
+#                                  # at 4 (driver's carve-out), 5 (`cmax`: the largest carve-out),
+#                                  # 6 / 7 / 8 (`alias` plus unused `padN` bytes) vs v5b and
+#                                  # flashinfer at HV 32/64, B 256/32; ncu of the pinned points;
+#                                  # the SASS stall profile of late7 at 8 CTAs/SM (sass below)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -262,6 +267,26 @@ k9)
   done
   echo "# h200_run k9: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k9.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k10)
+  NEXTF=kernels/gdn_ucache_flush_next.py
+  l7=next:bv128+late7+mbp0
+  # shared memory per CTA: late7 45.6 KB, with alias 22.4 KB (ncu, results/kernel/v9s2-k9);
+  # with the 228 KiB carve-out and 1 KiB reserved per CTA, +15000 B allows 6, +9800 B 7
+  timeout 200 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 32 \
+    --flush 0 100 --budget-s 170 --json "$out/knockout-k10.json" --backends flashinfer \
+    --modules "next=$NEXTF" --variants next:base "$l7" "$l7+cmax" "$l7+alias+cmax+pad15000" \
+    "$l7+alias+cmax+pad9800" "$l7+alias+cmax" "$l7+stream+alias+cmax" 2>&1 |
+    tee "$out/knockout-k10.log" | grep -v '^# v' || true
+  for pad in 15000 9800; do
+    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=7 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 \
+      GDN_UCACHE_SKIP=alias,pad$pad GDN_UCACHE_CARVEOUT=100 ncu_profile "ncu-k10-pad$pad" 30 \
+      --backends ours --hv 32 --batch 256 --flush 0
+  done
+  SASS_MODULE=$NEXTF GDN_UCACHE_LATE=7 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 GDN_UCACHE_SKIP=alias \
+    GDN_UCACHE_CARVEOUT=100 bash "$0" sass || true
+  echo "# h200_run k10: wall $((SECONDS - t_all)) s"
+  tar -czf "$out/../kernel-k10.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 sass)
   GDN_UCACHE_OURS_MODULE=${SASS_MODULE:-kernels/gdn_ucache_flush.py} timeout 170 ncu \

@@ -61,6 +61,8 @@ VARIANTS = {
     # set by the registers alone (v9's question: does 7 CTAs/SM with the state out of registers
     # close the gap to flashinfer?)
     "alias": {"GDN_UCACHE_SKIP": "alias"},
+    # the driver's largest shared-memory carve-out (228 KiB on the H200) instead of its own pick
+    "cmax": {"GDN_UCACHE_CARVEOUT": "100"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -103,6 +105,7 @@ KNOBS = (
     "GDN_UCACHE_NPROG",
     "GDN_UCACHE_PREFETCH",
     "GDN_UCACHE_VEC_QK",
+    "GDN_UCACHE_CARVEOUT",
 )
 
 
@@ -127,6 +130,9 @@ def variant_env(name: str) -> dict[str, str]:
             env["GDN_UCACHE_NPROG"] = part[5:]
         elif part in ("pf", "pf1", "pf2"):
             env["GDN_UCACHE_PREFETCH"] = part[2:] or "1"
+        elif part.startswith("pad") and part[3:].isdigit():
+            # knock-out: unused shared memory per CTA (bytes), to pin the CTAs per SM
+            env["GDN_UCACHE_SKIP"] = ",".join(x for x in (env.get("GDN_UCACHE_SKIP"), part) if x)
         else:
             raise SystemExit(f"unknown variant part {part!r} in {name!r}")
     return env

@@ -931,6 +931,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             prefetch: int = 0,
             skip: tuple = (),
             vec_qk: bool = False,
+            carveout: int = -1,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -1017,6 +1018,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.skip = frozenset(
                 skip
             )  # timing knock-outs (results are wrong): never in production
+            # `padN` knock-out: N more bytes of shared memory per CTA (nothing uses them), to set
+            # the CTAs per SM that shared memory allows in residency curves (with `alias`)
+            self.pad_bytes = sum(
+                int(x[3:]) for x in skip if x.startswith("pad") and x[3:].isdigit()
+            )
+            # preferred shared-memory carve-out in percent (-1: the driver's choice). Without
+            # launch bounds the driver may pick a carve-out that holds fewer CTAs than fit in
+            # 228 KiB (late7, 45.6 KB: 196 KiB, 4 CTAs/SM; ncu, results/kernel/v9s2-k9)
+            self.carveout = carveout
 
         @cute.jit
         def __call__(
@@ -1101,6 +1111,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 block=(THREADS, 1, 1),
                 stream=stream,
                 min_blocks_per_mp=self.mbp,
+                preferred_smem_carveout=self.carveout if self.carveout >= 0 else None,
             )
 
         @cute.kernel
@@ -1245,6 +1256,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
             # v9 step 2: one mbarrier per warp (its tile's bulk copies complete on it)
             mbar_w = smem.allocate_array(Int64, 4, byte_alignment=8) + warp if self.bulk else None
+            if cutlass.const_expr(self.pad_bytes > 0):
+                smem.allocate_array(Int32, self.pad_bytes // 4, byte_alignment=16)
 
             # The three cursors are [B] tensors (real for pad rows too): load them together.
             if cutlass.const_expr(self.early):
@@ -2286,6 +2299,11 @@ def compile_variant(
     mbp = int(mbp or 0)  # launch bounds (min CTAs per SM); > 0 needs the GPU at compile time
     bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
+    carveout = int(os.environ.get("GDN_UCACHE_CARVEOUT", "").strip() or -1)
+    if not -1 <= carveout <= 100:
+        raise ValueError(
+            f"GDN_UCACHE_CARVEOUT={carveout}: expected a percent 0..100 (unset: the driver's)"
+        )
     key = (
         "ucache-gdnu-v1",
         str(io_dtype),
@@ -2305,6 +2323,7 @@ def compile_variant(
         int(prefetch) if persist else 0,
         bool(vec_qk) and not (persist and int(prefetch) >= 2),
         skip,
+        carveout,
         arch,
     )
     fn = _CACHE.get(key)
@@ -2328,6 +2347,7 @@ def compile_variant(
         prefetch=int(prefetch),
         skip=skip,
         vec_qk=bool(vec_qk),
+        carveout=carveout,
     )
 
     def cdt(dt: torch.dtype) -> type:

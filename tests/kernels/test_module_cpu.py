@@ -460,3 +460,19 @@ def test_stream_knockout_keeps_the_state_loads(
         dump.mkdir()
         _, ptx = _compile("sm_90a", [variant], dump, NEXT)
         assert ptx.count("setp.eq.s32 pm, ") == (2 if n == 0 else 1)
+
+
+@pytest.mark.skipif(not NEXT.exists() or not _bulk_stages(NEXT), reason="no late7 in next")
+def test_residency_knobs_compile_and_bad_carveout_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The residency-curve knobs of k10: `padN` (unused shared memory, with `alias`) and the
+    preferred carve-out (GDN_UCACHE_CARVEOUT, a launch attribute) compile; a carve-out outside
+    0..100 is refused with the variable's name."""
+    monkeypatch.setenv("GDN_UCACHE_SKIP", "alias,pad9800")
+    monkeypatch.setenv("GDN_UCACHE_CARVEOUT", "100")
+    _portable(_next_bv128_ptx(tmp_path, 7, "pad"))
+    knext = _load({}, "gdnu_cpu_next_carveout", NEXT)
+    monkeypatch.setenv("GDN_UCACHE_CARVEOUT", "150")
+    with pytest.raises(ValueError, match="GDN_UCACHE_CARVEOUT=150: expected a percent"):
+        knext.compile_variant(4, 16, 32, 128)
