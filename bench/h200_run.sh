@@ -51,6 +51,12 @@
 #                                  # 6 / 7 / 8 (`alias` plus unused `padN` bytes) vs v5b and
 #                                  # flashinfer at HV 32/64, B 256/32; ncu of the pinned points;
 #                                  # the SASS stall profile of late7 at 8 CTAs/SM (sass below)
+#   bash bench/h200_run.sh k11     # ~180 s (session 11): late10/late11 (late7/late9 with two 2 KB
+#                                  # bulk copies per warp-tile instead of 16 row copies): #3's
+#                                  # suite forced onto both (in parallel), then their residency
+#                                  # points (driver / cmax / alias / alias+mbp8) vs late7, late9,
+#                                  # v5b and flashinfer; ncu of the cmax and 8-CTA points and the
+#                                  # SASS stall profile of late10 at 8 CTAs/SM
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -287,6 +293,38 @@ k10)
     GDN_UCACHE_CARVEOUT=100 bash "$0" sass || true
   echo "# h200_run k10: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k10.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k11)
+  NEXTF=kernels/gdn_ucache_flush_next.py
+  pids=()
+  for l in 10 11; do
+    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$l GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 setsid \
+      timeout 70 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k11-late$l" \
+      --backends ours --arms serving,bf16 --deadline-s 55 --jobs 8 --max-steps 300 \
+      >"$out/suite-k11-late$l.log" 2>&1 &
+    pids+=("$!")
+  done
+  wait "${pids[@]}" || true
+  for l in 10 11; do echo "== late$l (bv128, no bound):"; tail -2 "$out/suite-k11-late$l.log"; done
+  l7=next:bv128+late7+mbp0 l10=next:bv128+late10
+  timeout 200 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 32 \
+    --flush 0 100 --budget-s 170 --json "$out/knockout-k11.json" --backends flashinfer \
+    --modules "next=$NEXTF" --variants next:base "$l7+alias+cmax" "$l10+mbp0" "$l10+mbp0+cmax" \
+    "$l10+mbp0+alias+cmax" "$l10+mbp8+alias" "$l10+mbp0+stream+alias+cmax" \
+    next:bv128+late9+mbp0 next:bv128+late11+mbp0 2>&1 |
+    tee "$out/knockout-k11.log" | grep -v '^# v' || true
+  for v in "0 cmax" "8 alias"; do
+    read -r mbp knob <<<"$v"
+    skip=$([[ $knob == alias ]] && echo alias || true)
+    carve=$([[ $knob == cmax ]] && echo 100 || true)
+    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=10 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=$mbp \
+      GDN_UCACHE_SKIP=$skip GDN_UCACHE_CARVEOUT=$carve ncu_profile "ncu-k11-late10-$knob" 30 \
+      --backends ours --hv 32 --batch 256 --flush 0
+  done
+  SASS_MODULE=$NEXTF GDN_UCACHE_LATE=10 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=8 GDN_UCACHE_SKIP=alias \
+    bash "$0" sass || true
+  echo "# h200_run k11: wall $((SECONDS - t_all)) s"
+  tar -czf "$out/../kernel-k11.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 sass)
   GDN_UCACHE_OURS_MODULE=${SASS_MODULE:-kernels/gdn_ucache_flush.py} timeout 170 ncu \

@@ -607,13 +607,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         ntile: int,
         lane: Any,
         both: bool = False,
+        halves: bool = False,
     ) -> None:
         """v9 step 2 (late7): this warp's state tile warp + 4 ti (16 rows x 256 bytes) into its
         part of `stage` by 16 bulk async copies, one row each (lanes 0-15), that complete on the
         warp's mbarrier; lane 0 arms the barrier for the 4096 bytes first. The copy engine moves
         the bytes: no load/store-unit instruction per 16 bytes, no registers in flight.
         `both` (late8, ti = 0): tiles 0 and 1 at once, lane l copying row l % 16 of tile l // 16
-        into stage tile l // 16, all 8192 bytes on one barrier phase."""
+        into stage tile l // 16, all 8192 bytes on one barrier phase.
+        `halves` (late10/11): lanes 0 and 1 copy tile rows 0-7 and 8-15 (2 KB each) to the
+        even-row and odd-row blocks of bulk_row's layout (see the kernel's row permutation)."""
         cute.arch.inline_ptx(
             "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0;"
             " @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [{$r0}], {$r1}; }",
@@ -630,6 +633,17 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
                 " [{$r0}], [{$r1}], 256, [{$r2}];",
                 read_only_args=[dst.toint(), src.toint(), mbar_w.toint()],
+            )
+        elif halves:
+            tile_ld = (warp + 4 * ti) % ntile
+            hh = lane % 2
+            src = st_head + Int64((v0 + tile_ld * 16 + 8 * hh) * K_DIM)
+            dst = stage + bulk_row(warp, hh)  # block hh: rows 0-7 / 8-15 of the tile
+            cute.arch.inline_ptx(
+                "{ .reg .pred p; setp.lt.s32 p, {$r3}, 2;"
+                " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                " [{$r0}], [{$r1}], 2048, [{$r2}]; }",
+                read_only_args=[dst.toint(), src.toint(), mbar_w.toint(), lane],
             )
         else:
             tile_ld = (warp + 4 * ti) % ntile
@@ -985,13 +999,27 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # late=9: v8's split with the copy engine: tile 0 into registers at entry (v5b's
             # loads), tile 1 by bulk copies at entry into one stage tile: both in flight from
             # entry, no per-thread cp.async (v8 staged by cp.async and lost: v8-k4).
-            # BV=128 only for 7-9 (every warp owns its tiles).
-            self.bulk = late in (7, 8, 9)
+            # late=10 / 11 (session 11): late7 / late9 with each warp-tile moved by TWO bulk
+            # copies of 2 KB (tile rows 0-7 and 8-15, contiguous in the pool) instead of 16 row
+            # copies: the copy instruction takes warp-uniform operands, so 16 lanes' copies ran
+            # as a 16-pass ELECT loop (~20 % of late7's stall samples at 8 CTAs/SM,
+            # results/kernel/k10). The two halves keep the conflict-free placement (rows 8-15
+            # 2 KB + 64 bytes after rows 0-7) by permuting which tile row each MMA row holds:
+            # MMA row m <- tile row (m % 2) * 8 + m // 2, so the 16-byte read of MMA row m lands
+            # where late7 stored tile row m (bulk_row) and the shared reads are unchanged; phase
+            # 4 writes its projections, fold inputs and folded rows under the same permutation.
+            # BV=128 only for 7-11 (every warp owns its tiles).
+            self.bulk = late in (7, 8, 9, 10, 11)
             self.bulk_both = late == 8
+            self.bulk_halves = late in (10, 11)
             self.n_staged = (
-                1 if late in (5, 9) else self.TILES_PER_WARP if late in (4, 6, 7, 8) else 0
+                1
+                if late in (5, 9, 11)
+                else self.TILES_PER_WARP
+                if late in (4, 6, 7, 8, 10)
+                else 0
             )
-            self.reuse_stage = late in (6, 7)
+            self.reuse_stage = late in (6, 7, 10)
             self.stage_tiles = 1 if self.reuse_stage else self.n_staged
             self.bulk_slot_words = 4 * 16 * self.stage_tiles  # the odd rows' 64-byte shifts
             self.late_seq = late == 3
@@ -1367,6 +1395,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         self.NTILE,
                         lane,
                         self.bulk_both,
+                        self.bulk_halves,
                     )
             elif cutlass.const_expr(self.n_staged):
                 # after the windows' group, so that the prologue can wait for the windows alone
@@ -1800,6 +1829,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         if tile < self.NTILE:
                             lr0 = tile * 16 + g4
                             rows = (lr0, lr0 + 8)
+                            if cutlass.const_expr(self.bulk_halves and ti >= n_early):
+                                # MMA row m holds tile row (m % 2) * 8 + m // 2 (halves copies)
+                                rows = (
+                                    tile * 16 + (g4 % 2) * 8 + g4 // 2,
+                                    tile * 16 + (g4 % 2) * 8 + g4 // 2 + 4,
+                                )
                             if cutlass.const_expr(self.bulk and ti >= n_early):
                                 if cutlass.const_expr(
                                     ti > n_early and not skip_state and not self.bulk_both
@@ -1809,8 +1844,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     cute.arch.sync_warp()
                                     cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
                                     bulk_stage_tile(
-                                        st_head, stage, mbar_w, v0, warp, ti, self.NTILE, lane
-                                    )
+                                        st_head, stage, mbar_w, v0, warp, ti, self.NTILE, lane,
+                                        False, self.bulk_halves,
+                                    )  # fmt: skip
                                 if cutlass.const_expr(
                                     not skip_state and (ti == n_early or not self.bulk_both)
                                 ):
@@ -1887,7 +1923,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 ]
                                 for e in cutlass.range_constexpr(4):
                                     n = nt * 8 + 2 * c4 + (e % 2)
-                                    lr = lr0 + 8 * (e // 2)
+                                    lr = rows[e // 2]
                                     if n < NX:
                                         ds[lr * DSP + n] = d[e]
 
@@ -2242,6 +2278,8 @@ LATE_MODES = {
     7: "late6 with bulk async copies on a per-warp mbarrier (v9 step 2; BV=128)",
     8: "every tile by bulk async copies at entry into its own stage tile (BV=128)",
     9: "the first tile into registers and the last by bulk async copies, both at entry (BV=128)",
+    10: "late7 with two 2 KB bulk copies per warp-tile and permuted MMA rows (BV=128)",
+    11: "late9 with two 2 KB bulk copies for the last tile and permuted MMA rows (BV=128)",
 }
 
 
@@ -2276,12 +2314,12 @@ def compile_variant(
             f"late={late} (GDN_UCACHE_LATE or the launch table): expected one of "
             + ", ".join(f"{k} ({v})" for k, v in LATE_MODES.items())
         )
-    if late in (7, 8, 9) and BV != 128:
+    if late in (7, 8, 9, 10, 11) and BV != 128:
         raise ValueError(
             f"late={late} (bulk-staged state) needs BV=128 (every warp owns its tiles), got "
             f"BV={BV}: set GDN_UCACHE_BV=128 or another GDN_UCACHE_LATE"
         )
-    if late in (4, 5, 6, 7, 8, 9) and persist:
+    if late in (4, 5, 6, 7, 8, 9, 10, 11) and persist:
         raise ValueError(
             f"late={late} (state staged in shared memory) runs one row per CTA: unset "
             "GDN_UCACHE_LATE or set GDN_UCACHE_PERSIST=0"

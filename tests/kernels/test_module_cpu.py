@@ -476,3 +476,26 @@ def test_residency_knobs_compile_and_bad_carveout_is_named(
     monkeypatch.setenv("GDN_UCACHE_CARVEOUT", "150")
     with pytest.raises(ValueError, match="GDN_UCACHE_CARVEOUT=150: expected a percent"):
         knext.compile_variant(4, 16, 32, 128)
+
+
+def _bulk_halves(path: Path) -> bool:
+    # session 11 and later: launch knobs late=10/11 move each warp-tile by two 2 KB bulk copies
+    return "self.bulk_halves = late in (10, 11)" in path.read_text()
+
+
+@pytest.mark.skipif(not NEXT.exists() or not _bulk_halves(NEXT), reason="no late10 in next")
+def test_late10_moves_a_warp_tile_by_two_bulk_copies(tmp_path: Path) -> None:
+    """late=10 (late7's schedule) and late=11 (late9's): every bulk copy site moves 2048 bytes
+    (tile rows 0-7 or 8-15, lanes 0-1), none moves a 256-byte row; the barrier is armed for the
+    same 4096 bytes per warp-tile and the shared reads are late7's / late9's."""
+    for late, like, sites in ((10, 7, 2), (11, 9, 1)):
+        ptx = _next_bv128_ptx(tmp_path, late)
+        _portable(ptx)
+        copies = re.findall(
+            r"cp\.async\.bulk\.shared::cluster\S* \[%r\d+\], \[%rd\d+\], (\d+),", ptx
+        )
+        assert copies == ["2048"] * sites, copies
+        assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == sites
+        assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], 4096;", ptx)
+        ref = _state_op_counts(_next_bv128_ptx(tmp_path, like))
+        assert _state_op_counts(ptx) == ref
