@@ -1013,11 +1013,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.bulk_both = late == 8
             self.bulk_halves = late in (10, 11)
             self.n_staged = (
-                1
-                if late in (5, 9, 11)
-                else self.TILES_PER_WARP
-                if late in (4, 6, 7, 8, 10)
-                else 0
+                1 if late in (5, 9, 11) else self.TILES_PER_WARP if late in (4, 6, 7, 8, 10) else 0
             )
             self.reuse_stage = late in (6, 7, 10)
             self.stage_tiles = 1 if self.reuse_stage else self.n_staged
