@@ -57,6 +57,10 @@
 #                                  # points (driver / cmax / alias / alias+mbp8) vs late7, late9,
 #                                  # v5b and flashinfer; ncu of the cmax and 8-CTA points and the
 #                                  # SASS stall profile of late10 at 8 CTAs/SM
+#   bash bench/h200_run.sh k12     # ~150 s (session 11): late12 (late10 in 37.5 KB of shared
+#                                  # memory: 6 CTAs/SM) -- #3's suite forced onto it, then it
+#                                  # without and with launch bounds 6 vs late10, v5b and
+#                                  # flashinfer (HV 32/64, B 8/32/256, 0/20/100 % flush); ncu
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -325,6 +329,25 @@ k11)
     bash "$0" sass || true
   echo "# h200_run k11: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k11.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k12)
+  NEXTF=kernels/gdn_ucache_flush_next.py
+  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=12 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 setsid \
+    timeout 70 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k12-late12" \
+    --backends ours --arms serving,bf16 --deadline-s 55 --jobs 8 --max-steps 300 \
+    >"$out/suite-k12-late12.log" 2>&1 || true
+  echo "== late12 (bv128, no bound):"; tail -2 "$out/suite-k12-late12.log"
+  timeout 200 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 32 8 \
+    --flush 0 20 100 --budget-s 170 --json "$out/knockout-k12.json" --backends flashinfer \
+    --modules "next=$NEXTF" --variants next:base next:bv128+late10+mbp0 next:bv128+late10+mbp5 \
+    next:bv128+late12+mbp0 next:bv128+late12+mbp6 next:bv128+late10+mbp0+alias+cmax 2>&1 |
+    tee "$out/knockout-k12.log" | grep -v '^# v' || true
+  for mbp in 0 6; do
+    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=12 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=$mbp \
+      ncu_profile "ncu-k12-late12-mbp$mbp" 30 --backends ours --hv 32 --batch 256 --flush 0
+  done
+  echo "# h200_run k12: wall $((SECONDS - t_all)) s"
+  tar -czf "$out/../kernel-k12.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 sass)
   GDN_UCACHE_OURS_MODULE=${SASS_MODULE:-kernels/gdn_ucache_flush.py} timeout 170 ncu \

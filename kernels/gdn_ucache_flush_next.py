@@ -656,6 +656,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 read_only_args=[dst.toint(), src.toint(), mbar_w.toint(), lane],
             )
 
+    def fold_bfrag(kcs: Any, KPW: int, lane: Any, t16: int, half: int, dt: torch.dtype) -> Any:
+        """The fold's B fragment word (t16, half) of this lane from the k window itself (what the
+        kb copy holds): {KC[j0][p], KC[j0 + 1][p]} with j0 = 2 c + 8 half and p the column of
+        n-tile t16 for lane (g, c), in the state tile's K-permutation."""
+        kj = 2 * (lane % 4) + 8 * half
+        kg = lane // 4
+        kpc = (kg // 2) * 8 + 32 * (t16 // 4) + 2 * (t16 % 4) + (kg % 2)
+        return pack2(Float32(kcs[kj * 2 * KPW + kpc]), Float32(kcs[(kj + 1) * 2 * KPW + kpc]), dt)
+
     def bulk_slot(stage: Any, warp: Any, g4: Any, c4: Any, rr: int, i: int, slot_t: int) -> Any:
         """Chunk (rr, i) of thread (g4, c4) in its warp's bulk-staged tile in stage tile slot_t
         (Int32 words): row g4 + 8 rr (bulk_row), columns c4*8 + 32 i + 0..7."""
@@ -1009,13 +1018,23 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # where late7 stored tile row m (bulk_row) and the shared reads are unchanged; phase
             # 4 writes its projections, fold inputs and folded rows under the same permutation.
             # BV=128 only for 7-11 (every warp owns its tiles).
-            self.bulk = late in (7, 8, 9, 10, 11)
+            # late=12: late10 in less shared memory (37.5 KB at T=4: 6 CTAs/SM, which late7's
+            # residency curve put at 92 us vs 108 at 4, results/kernel/k10): the projections
+            # (ds) take the [k; q] tile's place (xs) after a CTA barrier that ends phase 3 (the
+            # score and Gram warps read xs while the others start phase 4), and the fold builds
+            # its k-window B fragments from the window itself instead of a 4 KB copy (kb).
+            self.compact = late == 12
+            self.bulk = late in (7, 8, 9, 10, 11, 12)
             self.bulk_both = late == 8
-            self.bulk_halves = late in (10, 11)
+            self.bulk_halves = late in (10, 11, 12)
             self.n_staged = (
-                1 if late in (5, 9, 11) else self.TILES_PER_WARP if late in (4, 6, 7, 8, 10) else 0
+                1
+                if late in (5, 9, 11)
+                else self.TILES_PER_WARP
+                if late in (4, 6, 7, 8, 10, 12)
+                else 0
             )
-            self.reuse_stage = late in (6, 7, 10)
+            self.reuse_stage = late in (6, 7, 10, 12)
             self.stage_tiles = 1 if self.reuse_stage else self.n_staged
             self.bulk_slot_words = 4 * 16 * self.stage_tiles  # the odd rows' 64-byte shifts
             self.late_seq = late == 3
@@ -1230,7 +1249,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
 
             # Shared memory is kept small (~29 KB at BV=128, T=4) so that it never limits the CTAs
             # per SM below what the registers allow: the windows stay in their 16-bit ring dtype.
-            xs_ptr = big(Float32, XR * K_DIM)
+            # compact (late12): ds lives here too once phase 3 is over
+            xs_ptr = big(Float32, max(XR * K_DIM, BV * DSP) if self.compact else XR * K_DIM)
             xs = cute.make_tensor(xs_ptr, cute.make_layout(XR * K_DIM))
             kc16 = big(self.ring_c, NBUF * 16 * 2 * KPW)
             uw16 = big(self.ring_c, NBUF * 16 * UWS)
@@ -1261,13 +1281,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
             # projections S0 x_n per row, read back in the epilogue's MMA layout (holding them in
             # registers across the fold costs ~36 registers: measured with ptxas)
-            ds = cute.make_tensor(big(Float32, BV * DSP), cute.make_layout(BV * DSP))
+            ds = cute.make_tensor(
+                xs_ptr if self.compact else big(Float32, BV * DSP), cute.make_layout(BV * DSP)
+            )
             # M = (I + A)^-1 diag(beta): the token coupling of the solve as one T x T matrix
             mmat = cute.make_tensor(
                 smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
             )
             xb = cute.make_tensor(big(Int32, n_xb), cute.make_layout(n_xb))
-            kb = cute.make_tensor(big(Int32, 16 * 2 * 32), cute.make_layout(16 * 2 * 32))
+            n_kb = 4 if self.compact else 16 * 2 * 32
+            kb = cute.make_tensor(big(Int32, n_kb), cute.make_layout(n_kb))
             vs = cute.make_tensor(big(Float32, T * VSS), cute.make_layout(T * VSS))
             # v7 (late4) / v8 (late5): this CTA's staged state tiles, 32 words per thread per
             # tile (16 rows per warp x 128 x 2 B)
@@ -1699,7 +1722,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     # Thread (g4, c4) holds x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4 (the
                     # K-permutation of its state fragments), packed in the state dtype (and the
                     # ring dtype if different).
-                    if is_flush and cutlass.const_expr("fold" not in self.skip):
+                    if is_flush and cutlass.const_expr(
+                        "fold" not in self.skip and not self.compact
+                    ):
                         # Fold B fragments KC[j, col] packed once per CTA in fragment order (lane-
                         # minor, conflict-free reads): word (t16, half, lane) = {KC[j0][p], KC[j0 +
                         # 1][p]} with j0 = 2 c + 8 half and p the column of n-tile t16 for lane (g,
@@ -1800,6 +1825,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 mmat[s_ * T + lane] = m_s
 
                     # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ---------
+                    if cutlass.const_expr(self.compact):
+                        cute.arch.sync_threads()  # xs is dead from here: ds takes its place
                     if cutlass.const_expr(not self.late_seq and not self.n_staged):
                         for ti in cutlass.range_constexpr(n_early, self.TILES_PER_WARP):
                             sa_tiles.append(
@@ -1954,7 +1981,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     )
                                 for t16 in cutlass.range_constexpr(16):
                                     fi, fw = t16 // 4, t16 % 4
-                                    bff = [kb[(t16 * 2) * 32 + lane], kb[(t16 * 2 + 1) * 32 + lane]]
+                                    if cutlass.const_expr(self.compact):
+                                        bff = [
+                                            fold_bfrag(kcs_i, KPW, lane, t16, hf, self.ring)
+                                            for hf in range(2)
+                                        ]
+                                    else:
+                                        bff = [
+                                            kb[(t16 * 2) * 32 + lane],
+                                            kb[(t16 * 2 + 1) * 32 + lane],
+                                        ]
                                     l0, h0 = unpack2(sa[0][fi][fw], self.st)
                                     l1, h1 = unpack2(sa[1][fi][fw], self.st)
                                     cin = [l0 * eg_star, h0 * eg_star, l1 * eg_star, h1 * eg_star]
@@ -2276,6 +2312,8 @@ LATE_MODES = {
     9: "the first tile into registers and the last by bulk async copies, both at entry (BV=128)",
     10: "late7 with two 2 KB bulk copies per warp-tile and permuted MMA rows (BV=128)",
     11: "late9 with two 2 KB bulk copies for the last tile and permuted MMA rows (BV=128)",
+    12: "late10 in 37.5 KB of shared memory: projections over the [k; q] tile, fold fragments "
+    "from the k window (BV=128)",
 }
 
 
@@ -2310,12 +2348,12 @@ def compile_variant(
             f"late={late} (GDN_UCACHE_LATE or the launch table): expected one of "
             + ", ".join(f"{k} ({v})" for k, v in LATE_MODES.items())
         )
-    if late in (7, 8, 9, 10, 11) and BV != 128:
+    if late in (7, 8, 9, 10, 11, 12) and BV != 128:
         raise ValueError(
             f"late={late} (bulk-staged state) needs BV=128 (every warp owns its tiles), got "
             f"BV={BV}: set GDN_UCACHE_BV=128 or another GDN_UCACHE_LATE"
         )
-    if late in (4, 5, 6, 7, 8, 9, 10, 11) and persist:
+    if late in (4, 5, 6, 7, 8, 9, 10, 11, 12) and persist:
         raise ValueError(
             f"late={late} (state staged in shared memory) runs one row per CTA: unset "
             "GDN_UCACHE_LATE or set GDN_UCACHE_PERSIST=0"

@@ -480,7 +480,7 @@ def test_residency_knobs_compile_and_bad_carveout_is_named(
 
 def _bulk_halves(path: Path) -> bool:
     # session 11 and later: launch knobs late=10/11 move each warp-tile by two 2 KB bulk copies
-    return "self.bulk_halves = late in (10, 11)" in path.read_text()
+    return "self.bulk_halves = late in (10, 11" in path.read_text()
 
 
 @pytest.mark.skipif(not NEXT.exists() or not _bulk_halves(NEXT), reason="no late10 in next")
@@ -499,3 +499,18 @@ def test_late10_moves_a_warp_tile_by_two_bulk_copies(tmp_path: Path) -> None:
         assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], 4096;", ptx)
         ref = _state_op_counts(_next_bv128_ptx(tmp_path, like))
         assert _state_op_counts(ptx) == ref
+
+
+@pytest.mark.skipif(not NEXT.exists() or not _bulk_halves(NEXT), reason="no late12 in next")
+def test_late12_is_late10_in_less_shared_memory(tmp_path: Path) -> None:
+    """late=12: late10's copies and state reads, one more CTA barrier (phase 3 ends before the
+    projections overwrite the [k; q] tile) and no fold-fragment copy: the fold's B fragments
+    come from the k window (16-bit shared loads) instead of 32-bit words of kb."""
+    ptx10 = _next_bv128_ptx(tmp_path, 10)
+    ptx12 = _next_bv128_ptx(tmp_path, 12)
+    _portable(ptx12)
+    assert _state_op_counts(ptx12) == _state_op_counts(ptx10)
+    bars = [len(re.findall(r"bar\.sync|barrier\.sync", p)) for p in (ptx10, ptx12)]
+    assert bars[1] == bars[0], bars  # the kb build's barrier goes, the phase-3 barrier comes
+    u16 = [len(re.findall(r"ld\.shared\.[bu]16", p)) for p in (ptx10, ptx12)]
+    assert u16[1] >= u16[0] + 64, u16  # 16 fold steps x 2 words x 2 halves, on flush rows
