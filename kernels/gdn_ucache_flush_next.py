@@ -104,6 +104,15 @@ barrier phase (no second dependent trip; 33 KB of stage: 3 CTAs/SM, so it is tim
 `alias` knock-out too). late9 (compile-checked only): v8's split with the copy engine: tile 0
 into registers at entry (v5b's loads), tile 1 by bulk copies at entry into one stage tile (92
 registers, 45.5 KB: 5 CTAs/SM). Instructions then include cp.async.bulk and mbarrier (sm_90+).
+Measured in session 11 (results/kernel/v9s2-k9, k10): late7 and late9 pass #3's suite; late7 runs
+at 4 CTAs/SM (the driver's carve-out) in 108.6 us, and at 6 / 7 / 8 CTAs/SM (knock-outs) in 92.5 /
+90.9 / 90.1 (flashinfer 86.3, v5b 97.5).
+
+Session 11 adds late10 / late11: late7 / late9 with each warp-tile moved by two 2 KB bulk copies
+(the bulk copy takes warp-uniform operands, so 16 lanes' row copies ran as a 16-pass loop) and
+the MMA rows permuted to keep the conflict-free layout (102.5 us at 4 CTAs/SM, ~90 at 7-8;
+results/kernel/k11), and late12: late10 in 37.4 KB of shared memory for 6 CTAs/SM (95.1 us,
+slower folds; results/kernel/k12). All pass #3's suite; v5b stays shipped.
 """
 
 import os
