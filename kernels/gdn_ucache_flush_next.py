@@ -115,8 +115,10 @@ results/kernel/k11), and late12: late10 in 37.4 KB of shared memory for 6 CTAs/S
 slower folds; results/kernel/k12). All pass #3's suite; v5b stays shipped.
 """
 
+import contextlib
 import os
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -2464,9 +2466,45 @@ def compile_variant(
         Int32(0),
         cuda_drv.CUstream(0),
     ]
-    fn = cute.compile(kern, *args)
+    with _preferred_carveout(carveout):
+        fn = cute.compile(kern, *args)
     _CACHE[key] = fn
     return fn
+
+
+@contextlib.contextmanager
+def _preferred_carveout(percent: int) -> Iterator[None]:
+    """Compile with CUDA function attribute PREFERRED_SHARED_MEMORY_CARVEOUT = percent (-1: none).
+
+    CuTe-DSL 4.8 applies LaunchConfig.preferred_smem_carveout only to kernels run through its
+    JitModule; the default executor our compiled call uses never sets it (no cuFuncSetAttribute
+    in its debug log: results/kernel/k12/carveout-probe.log), and the driver then gave late7/late10
+    a 196 KiB carve-out: 4 CTAs/SM of 45.6 KB instead of 5. What every launch does apply is the
+    kernel op's `cu_attrs` (CuTe-DSL puts max_dynamic_shared_size_bytes there), so the carve-out
+    is added to it while this kernel compiles.
+    """
+    if percent < 0:
+        yield
+        return
+    from cutlass._mlir import ir
+    from cutlass._mlir.dialects import cuda as cuda_dialect
+    from cutlass.cutlass_dsl.cutlass import CuTeDSL
+
+    original = CuTeDSL.__dict__["_generate_cuda_kernel_op"]
+    key = str(cuda_dialect.CUFunctionAttribute.preferred_shared_memory_carveout)
+
+    def with_carveout(*args: Any, **kwargs: Any) -> Any:
+        op = original.__func__(*args, **kwargs)
+        attrs = {na.name: na.attr for na in ir.DictAttr(op.attributes["cu_attrs"])}
+        attrs[key] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), percent)
+        op.attributes["cu_attrs"] = ir.DictAttr.get(attrs)
+        return op
+
+    CuTeDSL._generate_cuda_kernel_op = staticmethod(with_carveout)
+    try:
+        yield
+    finally:
+        CuTeDSL._generate_cuda_kernel_op = original
 
 
 SUPPORTED_T: tuple[int, ...] = tuple(range(T_MIN, T_MAX + 1))

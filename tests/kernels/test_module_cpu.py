@@ -208,14 +208,14 @@ _VARIANTS_NEXT = [
 
 
 def _compile(
-    arch: str, variants: list, tmp_path: Path, path: Path = KERNEL
+    arch: str, variants: list, tmp_path: Path, path: Path = KERNEL, keep: str = "ptx"
 ) -> tuple[list[float], str]:
     if importlib.util.find_spec("cutlass") is None:
         pytest.skip("nvidia-cutlass-dsl (module `cutlass`) is not installed")
     env = dict(
         os.environ,
         CUTE_DSL_ARCH=arch,
-        CUTE_DSL_KEEP="ptx",
+        CUTE_DSL_KEEP=keep,
         CUTE_DSL_DUMP_DIR=str(tmp_path),
         GDN_UCACHE_KERNEL_FILE=str(path),
     )
@@ -467,11 +467,20 @@ def test_residency_knobs_compile_and_bad_carveout_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The residency-curve knobs of k10: `padN` (unused shared memory, with `alias`) and the
-    preferred carve-out (GDN_UCACHE_CARVEOUT, a launch attribute) compile; a carve-out outside
-    0..100 is refused with the variable's name."""
+    preferred carve-out (GDN_UCACHE_CARVEOUT) compile, the carve-out as a CUDA function
+    attribute of the kernel op (`cu_attrs`, which every launch applies; session 11 found the
+    launch-config route ignored); a carve-out outside 0..100 is refused with the variable's
+    name."""
     monkeypatch.setenv("GDN_UCACHE_SKIP", "alias,pad9800")
     monkeypatch.setenv("GDN_UCACHE_CARVEOUT", "100")
-    _portable(_next_bv128_ptx(tmp_path, 7, "pad"))
+    dump = tmp_path / "pad"
+    dump.mkdir()
+    _, ptx = _compile(
+        "sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 7]], dump, NEXT, "ptx,ir"
+    )
+    _portable(ptx)
+    mlir = "\n".join(p.read_text() for p in dump.glob("*.mlir"))
+    assert re.search(r"cu_attrs = \{[^}]*preferred_shared_memory_carveout = 100 : i32", mlir)
     knext = _load({}, "gdnu_cpu_next_carveout", NEXT)
     monkeypatch.setenv("GDN_UCACHE_CARVEOUT", "150")
     with pytest.raises(ValueError, match="GDN_UCACHE_CARVEOUT=150: expected a percent"):
