@@ -61,6 +61,11 @@
 #                                  # memory: 6 CTAs/SM) -- #3's suite forced onto it, then it
 #                                  # without and with launch bounds 6 vs late10, v5b and
 #                                  # flashinfer (HV 32/64, B 8/32/256, 0/20/100 % flush); ncu
+#   bash bench/h200_run.sh k13     # ~200 s (session 11): the bulk modes with the 228 KiB carve-out
+#                                  # (cu_attrs; late10 -> 5 CTAs/SM at 45.6 KB): late10 and late12
+#                                  # vs the shipped v5b and flashinfer on the serving grid (HV
+#                                  # 32/48/64, B 1..256, 0/20/100 % flush) and the bf16 arm at
+#                                  # B >= 32, ncu of late10's occupancy
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -348,6 +353,23 @@ k12)
   done
   echo "# h200_run k12: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k12.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k13)
+  NEXTF=kernels/gdn_ucache_flush_next.py
+  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=10 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 \
+    ncu_profile ncu-k13-late10 30 --backends ours --hv 32 --batch 256 --flush 0
+  timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 48 \
+    --batch 256 128 32 8 1 --flush 0 20 100 --budget-s 130 --json "$out/sweep-k13-serving.json" \
+    --backends flashinfer --modules v5b=kernels/gdn_ucache_flush.py "next=$NEXTF" \
+    --variants v5b:base next:bv128+late10+mbp0 next:bv128+late12+mbp0 next:bv128+late7+mbp0 \
+    2>&1 | tee "$out/sweep-k13-serving.log" | grep -v '^# v' || true
+  timeout 80 python3 bench/knockout.py --reps 8 --arm bf16 --hv 32 64 --batch 256 32 \
+    --flush 0 20 100 --budget-s 65 --json "$out/sweep-k13-bf16.json" --backends flashinfer \
+    --modules v5b=kernels/gdn_ucache_flush.py "next=$NEXTF" \
+    --variants v5b:base next:bv128+late10+mbp0 next:bv128+late12+mbp0 2>&1 |
+    tee "$out/sweep-k13-bf16.log" | grep -v '^# v' || true
+  echo "# h200_run k13: wall $((SECONDS - t_all)) s"
+  tar -czf "$out/../kernel-k13.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 sass)
   GDN_UCACHE_OURS_MODULE=${SASS_MODULE:-kernels/gdn_ucache_flush.py} timeout 170 ncu \

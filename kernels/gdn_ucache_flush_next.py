@@ -2382,10 +2382,16 @@ def compile_variant(
     mbp = int(mbp or 0)  # launch bounds (min CTAs per SM); > 0 needs the GPU at compile time
     bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
-    carveout = int(os.environ.get("GDN_UCACHE_CARVEOUT", "").strip() or -1)
+    # Bulk-staged modes hold 37-46 KB of shared memory per CTA: they ask for the largest
+    # carve-out (the driver's own pick gave late7 4 CTAs/SM where 5 fit: results/kernel/v9s2-k9).
+    # -1 = no preference (the driver's); GDN_UCACHE_CARVEOUT overrides.
+    carveout = int(
+        os.environ.get("GDN_UCACHE_CARVEOUT", "").strip()
+        or (100 if late in (7, 8, 9, 10, 11, 12) else -1)
+    )
     if not -1 <= carveout <= 100:
         raise ValueError(
-            f"GDN_UCACHE_CARVEOUT={carveout}: expected a percent 0..100 (unset: the driver's)"
+            f"GDN_UCACHE_CARVEOUT={carveout}: expected -1 (the driver's) or a percent 0..100"
         )
     key = (
         "ucache-gdnu-v1",

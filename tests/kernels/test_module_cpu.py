@@ -481,9 +481,21 @@ def test_residency_knobs_compile_and_bad_carveout_is_named(
     _portable(ptx)
     mlir = "\n".join(p.read_text() for p in dump.glob("*.mlir"))
     assert re.search(r"cu_attrs = \{[^}]*preferred_shared_memory_carveout = 100 : i32", mlir)
+    # bulk-staged modes ask for the largest carve-out by default; v5b's path (late3) does not
+    monkeypatch.delenv("GDN_UCACHE_CARVEOUT")
+    monkeypatch.delenv("GDN_UCACHE_SKIP")
+    for late, want in ((10, True), (3, False)):
+        dump = tmp_path / f"default{late}"
+        dump.mkdir()
+        variant = [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, late]]
+        _compile("sm_90a", variant, dump, NEXT, "ir")
+        mlir = "\n".join(p.read_text() for p in dump.glob("*.mlir"))
+        assert ("preferred_shared_memory_carveout = 100" in mlir) is want, late
     knext = _load({}, "gdnu_cpu_next_carveout", NEXT)
     monkeypatch.setenv("GDN_UCACHE_CARVEOUT", "150")
-    with pytest.raises(ValueError, match="GDN_UCACHE_CARVEOUT=150: expected a percent"):
+    with pytest.raises(
+        ValueError, match=r"GDN_UCACHE_CARVEOUT=150: expected -1 \(the driver's\) or a percent"
+    ):
         knext.compile_variant(4, 16, 32, 128)
 
 
