@@ -65,7 +65,8 @@
 #                                  # (cu_attrs; late10 -> 5 CTAs/SM at 45.6 KB): late10 and late12
 #                                  # vs the shipped v5b and flashinfer on the serving grid (HV
 #                                  # 32/48/64, B 1..256, 0/20/100 % flush) and the bf16 arm at
-#                                  # B >= 32, ncu of late10's occupancy
+#                                  # B >= 32, ncu of late10's occupancy; K13_SUITES="10 12" runs
+#                                  # #3's suite forced onto those modes first
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -356,6 +357,19 @@ k12)
   ;;
 k13)
   NEXTF=kernels/gdn_ucache_flush_next.py
+  if [[ -n ${K13_SUITES:-} ]]; then  # e.g. "10 12": #3's suite forced onto these modes first
+    read -r -a lates <<<"$K13_SUITES"
+    pids=()
+    for l in "${lates[@]}"; do
+      GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$l GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 setsid \
+        timeout 70 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k13-late$l" \
+        --backends ours --arms serving,bf16 --deadline-s 55 --jobs 8 --max-steps 300 \
+        >"$out/suite-k13-late$l.log" 2>&1 &
+      pids+=("$!")
+    done
+    wait "${pids[@]}" || true
+    for l in "${lates[@]}"; do echo "== late$l:"; tail -2 "$out/suite-k13-late$l.log"; done
+  fi
   GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=10 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 \
     ncu_profile ncu-k13-late10 30 --backends ours --hv 32 --batch 256 --flush 0
   timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 48 \

@@ -197,7 +197,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
     import cuda.bindings.driver as cuda_drv
     import cutlass
     import cutlass.cute as cute
-    from cutlass import BFloat16, Float16, Float32, Int32, Int64, Uint32
+    from cutlass import BFloat16, Float16, Float32, Int16, Int32, Int64, Uint32
     from cutlass.memory import SmemAllocator
 
     def _dsl_dtype(dt: torch.dtype) -> type:
@@ -1038,6 +1038,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.bulk = late in (7, 8, 9, 10, 11, 12)
             self.bulk_both = late == 8
             self.bulk_halves = late in (10, 11, 12)
+            # the v slice kept as its raw 16-bit elements (exact; converted where the epilogue
+            # reads them): -1056 bytes at T=4, which late10 needs for 5 CTAs/SM (45.6 KB +
+            # 1 KiB reserved per CTA did not fit 227 KiB five times: ncu, results/kernel/k13)
+            self.vs16 = self.bulk_halves
             self.n_staged = (
                 1
                 if late in (5, 9, 11)
@@ -1302,7 +1306,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             xb = cute.make_tensor(big(Int32, n_xb), cute.make_layout(n_xb))
             n_kb = 4 if self.compact else 16 * 2 * 32
             kb = cute.make_tensor(big(Int32, n_kb), cute.make_layout(n_kb))
-            vs = cute.make_tensor(big(Float32, T * VSS), cute.make_layout(T * VSS))
+            vs = cute.make_tensor(
+                big(Int16, T * VSS) if self.vs16 else big(Float32, T * VSS),
+                cute.make_layout(T * VSS),
+            )
             # v7 (late4) / v8 (late5): this CTA's staged state tiles, 32 words per thread per
             # tile (16 rows per warp x 128 x 2 B)
             stage = smem.allocate_array(
@@ -1455,11 +1462,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         )
                 for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
                     ev0 = tid + THREADS * i
+                    v_el = Int16(v_pre[i]) if self.vs16 else cvt_b16(v_pre[i], self.io)
                     if cutlass.const_expr(T * BV >= THREADS * (i + 1)):
-                        vs[(ev0 // BV) * VSS + ev0 % BV] = cvt_b16(v_pre[i], self.io)
+                        vs[(ev0 // BV) * VSS + ev0 % BV] = v_el
                     else:
                         if ev0 < T * BV:
-                            vs[(ev0 // BV) * VSS + ev0 % BV] = cvt_b16(v_pre[i], self.io)
+                            vs[(ev0 // BV) * VSS + ev0 % BV] = v_el
                 if warp == 0:
                     gsum0, beta0 = gates_scan(
                         cvt_b16(a_pre, self.io), cvt_b16(b_pre, self.io), as_f32(alog_pre),
@@ -2181,6 +2189,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             for e in cutlass.range_constexpr(4):
                                 k_side, q_side, tok, egs, _, _ = cols[e % 2]
                                 vv = vs[tok * VSS + rows[e // 2]]
+                                if cutlass.const_expr(self.vs16):
+                                    vv = cvt_b16(Int32(vv), self.io)
                                 res.append(
                                     cutlass.select_(k_side, vv - egs * acc[0][e], Float32(0.0))
                                 )
