@@ -412,9 +412,9 @@ def test_late7_stages_the_state_with_bulk_copies(
 
 @pytest.mark.skipif(not NEXT.exists() or not _stages_one_tile(NEXT), reason="no late5 in next")
 def test_unknown_late_mode_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    knext = _load({}, "gdnu_cpu_next_late12", NEXT)
-    monkeypatch.setenv("GDN_UCACHE_LATE", "12")
-    with pytest.raises(ValueError, match=r"late=12 \(GDN_UCACHE_LATE.*5 \(the first tile"):
+    knext = _load({}, "gdnu_cpu_next_late99", NEXT)
+    monkeypatch.setenv("GDN_UCACHE_LATE", "99")
+    with pytest.raises(ValueError, match=r"late=99 \(GDN_UCACHE_LATE.*5 \(the first tile"):
         knext.compile_variant(4, 16, 32, 128)
 
 
