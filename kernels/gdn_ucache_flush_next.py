@@ -2369,10 +2369,15 @@ def compile_variant(
             f"late={late} (GDN_UCACHE_LATE or the launch table): expected one of "
             + ", ".join(f"{k} ({v})" for k, v in LATE_MODES.items())
         )
-    if late in (7, 8, 9, 10, 11, 12) and BV != 128:
+    # bulk-staged modes: every warp owns its tiles (BV >= 64); two tiles per warp (BV=128) for
+    # the modes that split or pair them (8, 9, 11). BV=64 (one tile per warp, both CTAs of a
+    # 128-row head in flight at once: no second dependent trip) since session 11.
+    bulk_bv = (64, 128) if late in (7, 10, 12) else (128,)
+    if late in (7, 8, 9, 10, 11, 12) and BV not in bulk_bv:
+        need = " or ".join(str(b) for b in bulk_bv)
         raise ValueError(
-            f"late={late} (bulk-staged state) needs BV=128 (every warp owns its tiles), got "
-            f"BV={BV}: set GDN_UCACHE_BV=128 or another GDN_UCACHE_LATE"
+            f"late={late} (bulk-staged state) needs BV={need} (every warp owns its tiles), got "
+            f"BV={BV}: set GDN_UCACHE_BV={bulk_bv[-1]} or another GDN_UCACHE_LATE"
         )
     if late in (4, 5, 6, 7, 8, 9, 10, 11, 12) and persist:
         raise ValueError(

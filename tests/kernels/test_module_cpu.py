@@ -404,10 +404,13 @@ def test_late7_stages_the_state_with_bulk_copies(
     assert len(re.findall(r"mbarrier\.try_wait\.parity", ptx9)) >= 2
     assert ptx9.count("// again") == 8 and "fence.proxy.async" not in ptx9
     knext = _load({}, "gdnu_cpu_next_late7", NEXT)
-    for late in ("7", "8", "9"):
+    for late in ("8", "9"):
         monkeypatch.setenv("GDN_UCACHE_LATE", late)
         with pytest.raises(ValueError, match=f"late={late} .*needs BV=128.*GDN_UCACHE_BV=128"):
             knext.compile_variant(4, 16, 32, 64)
+    monkeypatch.setenv("GDN_UCACHE_LATE", "7")  # one tile per warp at BV=64 (session 11)
+    with pytest.raises(ValueError, match=r"late=7 .*needs BV=64 or 128.*GDN_UCACHE_BV=128"):
+        knext.compile_variant(4, 16, 32, 32)
 
 
 @pytest.mark.skipif(not NEXT.exists() or not _stages_one_tile(NEXT), reason="no late5 in next")
