@@ -27,6 +27,34 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 REGS_PER_SM, THREADS = 65536, 128
 MAX_CTAS_PER_SM = 32
+# H200 (sm_90): 227 KiB of shared memory per SM for CTAs at the largest carve-out, 1 KiB of it
+# reserved per CTA (ncu: "Driver Shared Memory Per Block 1.02 KB"; results/kernel/k13)
+SMEM_PER_SM, SMEM_RESERVED_PER_CTA = 232448, 1024
+
+
+_LAUNCH_STRUCT = "!llvm.struct<(array<3 x i32>, array<3 x i32>, i64,"
+
+
+def launch_smem_bytes(ir_text: str) -> int | None:
+    """Dynamic shared memory of the kernel launch in a compiled function's lowered host IR: the
+    i64 constant stored into field 2 of the launch-config struct (grid, block, smem bytes, ...).
+    SSA names repeat across functions, so constants are tracked per function."""
+    consts: dict[str, int] = {}
+    fields: set[str] = set()
+    for line in ir_text.splitlines():
+        if "llvm.func" in line:
+            consts, fields = {}, set()
+        if m := re.match(r"\s*(%\d+) = llvm\.mlir\.constant\((\d+) : i64\) : i64", line):
+            consts[m.group(1)] = int(m.group(2))
+        elif (m := re.match(r"\s*(%\d+) = llvm\.getelementptr %\d+\[0, 2\] ", line)) and (
+            _LAUNCH_STRUCT in line
+        ):
+            fields.add(m.group(1))
+        elif (m := re.match(r"\s*llvm\.store (%\d+), (%\d+) : i64,", line)) and m.group(
+            2
+        ) in fields:
+            return consts.get(m.group(1))
+    return None
 
 
 def ptxas_candidates(explicit: str | None = None) -> list[str]:
@@ -57,14 +85,26 @@ def ours_ptx(
         GDN_UCACHE_KERNEL_FILE=str(kernel or ROOT / "kernels/gdn_ucache_flush.py"),
     )
     variant = json.dumps([[T, 16, HV, bv, "bf16", "fp16", "fp16", 0]])
-    subprocess.run(
+    res = subprocess.run(
         [sys.executable, str(ROOT / "tests/kernels/_compile_variants.py"), variant],
         env=env,
         check=True,
         capture_output=True,
+        text=True,
     )
+    (dump / "compile.json").write_text(res.stdout.strip().splitlines()[-1])
     (ptx,) = dump.glob("*.ptx")
     return ptx
+
+
+def smem_info(dump: Path) -> dict[str, int | None]:
+    """The dynamic shared memory ours_ptx's launch requests (compile.json beside the PTX) and the
+    CTAs per SM it allows at the largest carve-out."""
+    smem = json.loads((dump / "compile.json").read_text()).get("smem_bytes", [None])[0]
+    ctas = None
+    if smem is not None:
+        ctas = min(MAX_CTAS_PER_SM, SMEM_PER_SM // (smem + SMEM_RESERVED_PER_CTA))
+    return {"smem_bytes": smem, "ctas_by_smem": ctas}
 
 
 def fi_ptx(dump: Path) -> Path:
@@ -135,9 +175,10 @@ def main(argv: list[str] | None = None) -> int:
             text = ours_ptx(
                 late, args.T, args.hv, work / f"late{late}", args.kernel, args.bv
             ).read_text()
+            smem = smem_info(work / f"late{late}")
             for mbp in args.mbp:
                 rows.append({"kernel": args.kernel.name, "late": late, "mbp": mbp}
-                            | ptxas_info(ptxas, with_bound(text, mbp), work))  # fmt: skip
+                            | ptxas_info(ptxas, with_bound(text, mbp), work) | smem)  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
         if args.flashinfer:
             text = fi_ptx(work / "fi").read_text()
@@ -147,28 +188,37 @@ def main(argv: list[str] | None = None) -> int:
                         | ptxas_info(ptxas, text, work))  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
     if args.out:
-        meta = {"argv": sys.argv, "ptxas": version.strip().splitlines()[-1], "T": args.T}
+        knobs = {k: v for k, v in sorted(os.environ.items()) if k.startswith("GDN_UCACHE_")}
+        meta = {
+            "argv": sys.argv,
+            "env": knobs,
+            "ptxas": version.strip().splitlines()[-1],
+            "T": args.T,
+        }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
         lines = [
             f"# ptxas -v of the kernels (sm_90a, T={args.T}, HV={args.hv}, BV={args.bv}, "
             "serving dtypes)",
             "",
-            f"Command: `python {' '.join(sys.argv)}` ({meta['ptxas']})",
+            "Command: `"
+            + "".join(f"{k}={v} " for k, v in knobs.items())
+            + f"python {' '.join(sys.argv)}` ({meta['ptxas']})",
             "",
             "Bound `none` = `+mbp0` in a launch-config string. A string without `mbp` does not "
             "mean none: explicit knobs switch the launch table off and launch_config's default "
             "bound applies (4 CTAs/SM at BV=128, T <= 4).",
             "",
             "| kernel | late tiles | launch bound (CTAs/SM) | registers | spill stores / loads (B) "
-            "| CTAs/SM by registers |",
-            "|---|---|---|---|---|---|",
+            "| CTAs/SM by registers | shared memory (B) | CTAs/SM by shared memory |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for r in rows:
             late = "-" if r["late"] is None else r["late"]
             lines.append(
                 f"| {r['kernel']} | {late} | {r['mbp'] or 'none'} | {r['registers']} | "
-                f"{r['spill_stores']} / {r['spill_loads']} | {r['ctas_by_regs']} |"
+                f"{r['spill_stores']} / {r['spill_loads']} | {r['ctas_by_regs']} | "
+                f"{r.get('smem_bytes') or '-'} | {r.get('ctas_by_smem') or '-'} |"
             )
         args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     return 0

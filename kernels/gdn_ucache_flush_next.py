@@ -887,12 +887,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         return vals
 
     def smem_bfrag(xb: Any, lane: Any, xsplit: bool) -> Any:
-        """B-fragment reader of the smem-staged [k^; q^] (bsmem layout, state dtype)."""
+        """B-fragment reader of the smem-staged [k^; q^] (bsmem layout, state dtype; the lo
+        parts only with the hi/lo split)."""
+        nparts = 2 if xsplit else 1
 
         def word(nt: int, w: int, part: int) -> Any:
             if part == 1 and not xsplit:
                 return None
-            return xb[((nt * 2 + part) * 16 + w) * 32 + lane]
+            return xb[((nt * nparts + part) * 16 + w) * 32 + lane]
 
         return word
 
@@ -1246,7 +1248,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # timing knock-out `alias` (results are wrong): the seven large buffers below share
             # one region, so shared memory stops limiting the CTAs per SM; it measures what a
             # kernel whose registers and shared memory both allow 7 CTAs/SM would gain
-            n_xb = (NXP // 8) * 2 * 16 * 32 if self.bsmem else 4
+            # hi (and lo, with the split) 16-bit fragments of [k^; q^]: 4 KB at T=4, 2 KB without
+            # the split (GDN_UCACHE_XSPLIT=0)
+            XPARTS = 2 if self.xsplit else 1
+            n_xb = (NXP // 8) * XPARTS * 16 * 32 if self.bsmem else 4
             big_bytes = max(
                 XR * K_DIM * 4, NBUF * 16 * 2 * KPW * 2, NBUF * 16 * UWS * 2, BV * DSP * 4,
                 n_xb * 4, 16 * 2 * 32 * 4, T * VSS * 4,
@@ -1766,20 +1771,23 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     if cutlass.const_expr(self.bsmem):
                         # Fragments staged once per CTA in smem (word-major, lane-minor: conflict-
                         # free), instead of 16-32 registers per thread for the whole projection.
-                        for bit in cutlass.range_constexpr((NXP // 8) * 2 * 16 * 32 // THREADS):
+                        for bit in cutlass.range_constexpr(n_xb // THREADS):
                             eidx = tid + THREADS * bit
                             ln = eidx % 32
                             wd_ = (eidx // 32) % 16
-                            hl_ = (eidx // 512) % 2
-                            ntb = eidx // 1024
+                            hl_ = (eidx // 512) % XPARTS
+                            ntb = eidx // (512 * XPARTS)
                             colb = (ln % 4) * 8 + 32 * (wd_ // 4) + 2 * (wd_ % 4)
                             nb = ntb * 8 + ln // 4
                             xa0 = xs[nb * K_DIM + colb]
                             xa1 = xs[nb * K_DIM + colb + 1]
                             hib = pack2(xa0, xa1, self.st)
                             ra0, ra1 = unpack2(hib, self.st)
-                            lob = pack2(xa0 - ra0, xa1 - ra1, self.st)
-                            xb[eidx] = cutlass.select_(hl_ == 0, hib, lob)
+                            if cutlass.const_expr(XPARTS == 2):
+                                lob = pack2(xa0 - ra0, xa1 - ra1, self.st)
+                                xb[eidx] = cutlass.select_(hl_ == 0, hib, lob)
+                            else:
+                                xb[eidx] = hib
                         cute.arch.sync_threads()
                         bx = None
                     else:
@@ -1946,11 +1954,18 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     ]
                                     w0, w1 = 4 * i + 2 * h, 4 * i + 2 * h + 1
                                     if cutlass.const_expr(self.bsmem):
-                                        bh = [xb[((nt * 2) * 16 + w) * 32 + lane] for w in (w0, w1)]
-                                        bl = [
-                                            xb[((nt * 2 + 1) * 16 + w) * 32 + lane]
+                                        bh = [
+                                            xb[((nt * XPARTS) * 16 + w) * 32 + lane]
                                             for w in (w0, w1)
                                         ]
+                                        bl = (
+                                            [
+                                                xb[((nt * XPARTS + 1) * 16 + w) * 32 + lane]
+                                                for w in (w0, w1)
+                                            ]
+                                            if self.xsplit
+                                            else None
+                                        )
                                     else:
                                         bh = [bx[0][nt][w0], bx[0][nt][w1]]
                                         bl = [bx[1][nt][w0], bx[1][nt][w1]] if self.xsplit else None

@@ -5,7 +5,8 @@ Run in a subprocess (the CuTe-DSL environment is read when cutlass is imported):
         [GDN_UCACHE_KERNEL_FILE=kernels/gdn_ucache_flush_next.py] \
         python tests/kernels/_compile_variants.py '[[T, H, HV, BV, io, st, ring, sr], ...]'
 (optionally up to three more entries per variant: late state tiles (GDN_UCACHE_LATE), persistent
-0/1, window prefetch 0/1)
+0/1, window prefetch 0/1). The JSON line holds each variant's compile time and the dynamic shared
+memory its launch requests (read off the lowered host code: what sets the CTAs per SM).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import importlib.util  # noqa: E402
 
 import torch  # noqa: E402
+
+from bench.ptxas_regs import launch_smem_bytes  # noqa: E402
 
 # the kernel file under test (default: the shipped one)
 _PATH = Path(
@@ -38,7 +41,7 @@ _DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 def main() -> None:
     variants = json.loads(sys.argv[1])
-    timings = []
+    timings, smem = [], []
     for T, H, HV, BV, io, st, ring, sr, *knobs in variants:
         extra = {}
         if knobs:  # the next version's knobs (late tiles, persistent CTAs, prefetch level)
@@ -46,9 +49,11 @@ def main() -> None:
             os.environ["GDN_UCACHE_LATE"] = str(late)
             extra = {"persist": bool(persist), "prefetch": int(prefetch)}
         t0 = time.time()
-        kmod.compile_variant(T, H, HV, BV, _DT[io], _DT[st], _DT[ring], bool(sr), **extra)
+        fn = kmod.compile_variant(T, H, HV, BV, _DT[io], _DT[st], _DT[ring], bool(sr), **extra)
         timings.append(round(time.time() - t0, 2))
-    print(json.dumps({"compile_s": timings}))
+        module = getattr(fn, "ir_module", None)
+        smem.append(launch_smem_bytes(str(module)) if module is not None else None)
+    print(json.dumps({"compile_s": timings, "smem_bytes": smem}))
 
 
 if __name__ == "__main__":

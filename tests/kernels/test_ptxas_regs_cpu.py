@@ -43,3 +43,39 @@ def test_real_compile_reports_registers(tmp_path: Path) -> None:
     assert 32 <= free["registers"] <= 255 and free["ctas_by_regs"] >= 1
     assert bound["registers"] <= 72, "7 CTAs/SM of 128 threads leave at most 72 registers"
     assert bound["ctas_by_regs"] == 7
+
+
+IR = """llvm.func @other() {
+    %9 = llvm.mlir.constant(7 : i64) : i64
+}
+llvm.func @host() {
+    %8 = llvm.mlir.constant(128 : i32) : i32
+    %9 = llvm.mlir.constant(44448 : i64) : i64
+    %16 = llvm.getelementptr %10[0, 2] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(array<3 x i32>, \
+array<3 x i32>, i64, ptr, ptr, i32)>
+    llvm.store %9, %16 : i64, !llvm.ptr
+}
+"""
+
+
+def test_launch_smem_bytes_reads_the_launch_struct_of_its_own_function() -> None:
+    assert ptxas_regs.launch_smem_bytes(IR) == 44448
+    assert ptxas_regs.launch_smem_bytes(IR.replace("[0, 2]", "[0, 1, 2]")) is None
+
+
+def test_shared_memory_sets_the_ctas_per_sm_as_measured(tmp_path: Path) -> None:
+    """What ncu measured on the H200 (results/kernel/k12, k13): the shipped kernel requests
+    28,832 B (ncu 28.85 KB); next's late12 36,384 B = 6 CTAs/SM; late10 with the 16-bit v slice
+    fits 5 CTAs/SM in 227 KiB (1 KiB reserved per CTA)."""
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("CuTe-DSL (nvidia-cutlass-dsl) not installed")
+    nxt = ptxas_regs.ROOT / "kernels/gdn_ucache_flush_next.py"
+    if "self.vs16" not in nxt.read_text():
+        pytest.skip("next has no 16-bit v slice")
+    for late, kernel, want_ctas in ((3, None, 7), (12, nxt, 6), (10, nxt, 5)):
+        dump = tmp_path / f"l{late}"
+        ptxas_regs.ours_ptx(late, 4, 32, dump, kernel)
+        info = ptxas_regs.smem_info(dump)
+        assert info["ctas_by_smem"] == want_ctas, (late, info)
+        if late == 3:
+            assert info["smem_bytes"] == 28832
