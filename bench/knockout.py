@@ -86,6 +86,10 @@ CANDIDATES = (
     "bv128+late7+mbp0",  # next (v9 step 2): late6 by bulk copies on per-warp mbarriers; 64 regs
     "bv128+late8+mbp0",  # next: both tiles by bulk copies at entry; 70 regs, 33 KB stage: 3/SM
     "bv128+late9+mbp0",  # next: tile 0 in registers, tile 1 by bulk copies, both at entry; 92: 5
+    "bv128+late10+mbp0",  # next (session 11): two 2 KB copies per warp-tile; 64 regs, 44.4 KB: 5
+    "bv128+late12+mbp0",  # next: late10 in 36.4 KB (projections over xs, fold from the window): 6
+    "bv64+late10+mbp0",  # next: one tile per warp (no second trip); 60 regs, 39.6 KB: 5
+    "bv64+late12+mbp0",  # next: 62 regs, 33.3 KB: 6 (7 without the hi/lo split: k14)
     "bv64+mbp7",
     "bv32",
     "bv16",
