@@ -13,7 +13,8 @@
 #                                  # kernels/gdn_ucache_flush_next.py (suite + own cases, serving +
 #                                  # bf16; #3's suite also with next's new path forced: K4_FORCED,
 #                                  # default late5), then next vs the shipped file
-#                                  # (label K4_SHIPPED_NAME, default v5b)
+#                                  # (label K4_SHIPPED_NAME, default v5b; K4_VARIANTS and
+#                                  # K4_BF16_VARIANTS replace the sweeps' variant lists)
 #                                  # vs flashinfer on the grid with launch-config candidates, both
 #                                  # arms, and a short ncu of next; one archive kernel-k4.tar.gz
 #   bash bench/h200_run.sh k6      # <= 300 s (sessions 5-6): the shipped kernel's final: conformance
@@ -190,17 +191,18 @@ k4)
   mods=("$V4S" "$NX")
   # v8 (late5) next to the shipped table (next:base is the same code: the noise floor), the
   # one no-bound late3 config (80 registers, 6 CTAs/SM) and B=1's bv32
-  vars=("$SHIP:base" next:base next:bv128+late5 next:bv128+late5+mbp5 next:bv128+late3+mbp0
-    next:bv32)
+  # K4_VARIANTS / K4_BF16_VARIANTS replace the two sweeps' lists (session 12: next's table, with
+  # late10 at B >= 32, vs the shipped one)
+  read -r -a vars <<<"${K4_VARIANTS:-$SHIP:base next:base next:bv128+late5 next:bv128+late5+mbp5 next:bv128+late3+mbp0 next:bv32}"
   if [[ -f .gpu/k4/prev.py ]]; then mods+=(prev=.gpu/k4/prev.py); vars=(prev:base "${vars[@]}"); fi
   timeout 100 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 48 --batch 256 128 32 8 1 \
     --flush 0 20 100 --budget-s 70 --json "$out/sweep-k4-serving.json" --backends flashinfer \
     --modules "${mods[@]}" --variants "${vars[@]}" 2>&1 | tee "$out/sweep-k4-serving.log" |
     grep -v '^# v' || true
+  read -r -a bvars <<<"${K4_BF16_VARIANTS:-$SHIP:base next:bv128+late5 next:bv128+late5+mbp5 next:bv128+late3+mbp5}"
   timeout 60 python3 bench/knockout.py --reps 8 --arm bf16 --hv 32 64 48 --batch 256 128 32 8 1 \
     --flush 0 20 100 --budget-s 50 --json "$out/sweep-k4-bf16.json" --backends flashinfer \
-    --modules "$V4S" "$NX" --variants "$SHIP:base" next:bv128+late5 next:bv128+late5+mbp5 \
-    next:bv128+late3+mbp5 2>&1 |
+    --modules "$V4S" "$NX" --variants "${bvars[@]}" 2>&1 |
     tee "$out/sweep-k4-bf16.log" | grep -v '^# v' || true
   # where next's time goes now (knock-outs: results wrong on purpose), B=256 and 32, HV=32
   timeout 45 python3 bench/knockout.py --reps 8 --arm serving --hv 32 --batch 256 32 --flush 0 100 \
