@@ -1,4 +1,4 @@
-"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v9).
+"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v10).
 
 gdn-ucache's own implementation of the ``gated_delta_rule_mtp_ucache_flush`` contract
 (``/work/shared/research/kernel-spec.md`` section 1) for nvidia-cutlass-dsl 4.8.0. vLLM loads this
@@ -112,7 +112,13 @@ Session 11 adds late10 / late11: late7 / late9 with each warp-tile moved by two 
 (the bulk copy takes warp-uniform operands, so 16 lanes' row copies ran as a 16-pass loop) and
 the MMA rows permuted to keep the conflict-free layout (102.5 us at 4 CTAs/SM, ~90 at 7-8;
 results/kernel/k11), and late12: late10 in 37.4 KB of shared memory for 6 CTAs/SM (95.1 us,
-slower folds; results/kernel/k12). All pass #3's suite; v5b stays shipped.
+slower folds; results/kernel/k12). All pass #3's suite. Later in session 11: the bulk modes ask
+for the 228 KiB carve-out through the kernel's cu_attrs (_preferred_carveout) and late10-12 keep
+the v slice in 16 bits, so late10 runs 5 CTAs/SM (44,448 B; 227 KiB usable, 1 KiB reserved per
+CTA) and this file's launch table puts it at B >= 32 (results/kernel/k13: at or below v5b's mean
+ratio to flashinfer there); late7/10/12 also compile at BV=64 (one tile per warp), and without
+the hi/lo split the x fragments take 2 KB (late12 at BV=64: 7 CTAs/SM). v5b stays shipped until
+the table's candidate conformance runs.
 """
 
 import contextlib
