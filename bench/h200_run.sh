@@ -68,10 +68,11 @@
 #                                  # 32/48/64, B 1..256, 0/20/100 % flush) and the bf16 arm at
 #                                  # B >= 32, ncu of late10's occupancy; K13_SUITES="10 12" runs
 #                                  # #3's suite forced onto those modes first
-#   bash bench/h200_run.sh k14     # ~200 s (planned in session 11): late10 / late12 at BV=64 (one
-#                                  # tile per warp: no second dependent trip), also without the
-#                                  # hi/lo split (late12: 7 CTAs/SM) -- #3's suite forced onto
-#                                  # three forms, ncu, then all vs the BV=128 forms, v5b and
+#   bash bench/h200_run.sh k14     # ~220 s (planned in session 11): late10 / late12 / late13 at
+#                                  # BV=64 (one tile per warp: no second dependent trip); late13
+#                                  # (no fp32 [k; q] tile, no kb copy) at 7 CTAs/SM with the
+#                                  # split, late12 at 7 without it -- #3's suite forced onto
+#                                  # four forms, ncu, then all vs the BV=128 forms, v5b and
 #                                  # flashinfer on the serving grid at B >= 8
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
@@ -397,17 +398,17 @@ k14)
   # #3's suite forced onto the BV=64 forms (one tile per warp) and late12 without the hi/lo
   # split (31.3 KB: 7 CTAs/SM; results/kernel/ptxas/regs-s11-next-bv64-nosplit.md)
   pids=()
-  for spec in "10 1" "12 1" "12 0"; do
+  for spec in "13 1" "10 1" "12 1" "12 0"; do
     read -r l split <<<"$spec"
     GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$l GDN_UCACHE_BV=64 GDN_UCACHE_MBP=0 \
       GDN_UCACHE_XSPLIT=$split setsid timeout 75 python3 tests/conformance/run_gpu_suite.py \
       --out "$out/suite-k14-late$l-bv64-split$split" --backends ours --arms serving,bf16 \
-      --deadline-s 60 --jobs 5 --max-steps 300 >"$out/suite-k14-late$l-bv64-split$split.log" 2>&1 &
+      --deadline-s 60 --jobs 4 --max-steps 300 >"$out/suite-k14-late$l-bv64-split$split.log" 2>&1 &
     pids+=("$!")
   done
   wait "${pids[@]}" || true
   for f in "$out"/suite-k14-*.log; do echo "== $(basename "$f" .log):"; tail -2 "$f"; done
-  for spec in "12 0" "10 1"; do
+  for spec in "13 1" "12 0"; do
     read -r l split <<<"$spec"
     GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$l GDN_UCACHE_BV=64 GDN_UCACHE_MBP=0 \
       GDN_UCACHE_XSPLIT=$split ncu_profile "ncu-k14-late$l-bv64-split$split" 30 --backends ours \
@@ -417,7 +418,8 @@ k14)
     --flush 0 20 100 --budget-s 150 --json "$out/sweep-k14-serving.json" --backends flashinfer \
     --modules v5b=kernels/gdn_ucache_flush.py "next=$NEXTF" --variants v5b:base \
     next:bv128+late10+mbp0 next:bv128+late12+mbp0 next:bv64+late10+mbp0 next:bv64+late12+mbp0 \
-    next:bv64+late10+mbp0+nosplit next:bv64+late12+mbp0+nosplit 2>&1 |
+    next:bv64+late10+mbp0+nosplit next:bv64+late12+mbp0+nosplit next:bv64+late13+mbp0 \
+    next:bv128+late13+mbp0 2>&1 |
     tee "$out/sweep-k14-serving.log" | grep -v '^# v' || true
   echo "# h200_run k14: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k14.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"

@@ -90,6 +90,8 @@ CANDIDATES = (
     "bv128+late12+mbp0",  # next: late10 in 36.4 KB (projections over xs, fold from the window): 6
     "bv64+late10+mbp0",  # next: one tile per warp (no second trip); 60 regs, 39.6 KB: 5
     "bv64+late12+mbp0",  # next: 62 regs, 33.3 KB: 6 (7 without the hi/lo split: k14)
+    "bv64+late13+mbp0",  # next: no fp32 [k; q] tile, no kb copy; 64 regs, 31.5 KB: 7 CTAs/SM
+    "bv128+late13+mbp0",  # next: 60 regs, 36.4 KB: 6
     "bv64+mbp7",
     "bv32",
     "bv16",

@@ -346,11 +346,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
 
     def qk_rows_to_smem(
         wq: tuple, r: Any, is_k: Any, xs_ptr: Any, c8: Any, scale: Any, io: torch.dtype,
-        ring: torch.dtype,
+        ring: torch.dtype, xb: Any = None, xparts: int = 2, st: torch.dtype | None = None,
     ) -> list:  # fmt: skip
         """8 elements (one 16-byte load) of row r of [k; q]: L2 norm over the row's 16 lanes, q rows
         scaled, stored as fp32 at xs[r, c8 .. c8 + 7]; returns them packed in the ring dtype (the
-        k ring append). Rows past 2T were loaded as zeros and stay zero."""
+        k ring append). Rows past 2T were loaded as zeros and stay zero.
+        With xb (late13): no fp32 row; the 4 element pairs go straight into the projection's
+        B-fragment words (hi, and lo with the split; the bsmem layout of phase 3's build: word
+        4 (q // 4) + j of lane 4 (r % 8) + q % 4 holds the pair at column 8 q + 2 j, q = c8 / 8)."""
         xv = []
         for wd in range(4):
             lo_, hi_ = unpack2(wq[wd], io)
@@ -364,8 +367,20 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         inv = cute.math.rsqrt(ss + Float32(EPS), fastmath=True)
         inv = cutlass.select_(is_k, inv, inv * scale)
         xv = [x_ * inv for x_ in xv]
-        sts_v4_f32(xs_ptr + (r * K_DIM + c8), xv[0:4])
-        sts_v4_f32(xs_ptr + (r * K_DIM + c8 + 4), xv[4:8])
+        if xb is None:
+            sts_v4_f32(xs_ptr + (r * K_DIM + c8), xv[0:4])
+            sts_v4_f32(xs_ptr + (r * K_DIM + c8 + 4), xv[4:8])
+        else:
+            q8 = c8 // 8
+            ln = 4 * (r % 8) + q8 % 4
+            for j in range(4):
+                wd = 4 * (q8 // 4) + j
+                hi = pack2(xv[2 * j], xv[2 * j + 1], st)
+                xb[(((r // 8) * xparts) * 16 + wd) * 32 + ln] = hi
+                if xparts == 2:
+                    h0, h1 = unpack2(hi, st)
+                    lo = pack2(xv[2 * j] - h0, xv[2 * j + 1] - h1, st)
+                    xb[(((r // 8) * xparts + 1) * 16 + wd) * 32 + ln] = lo
         return [pack2(xv[2 * e], xv[2 * e + 1], ring) for e in range(4)]
 
     def gates_scan(ai: Any, bt: Any, alog: Any, dtb: Any, lane: Any, T: int) -> tuple:
@@ -460,8 +475,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         split_a: bool,
         a_rows: int = 16,
         a_words: bool = False,
+        a_from_b: bool = False,
     ) -> list:
         """[16 rows of a smem tile] x [x_0..x_{NXP-1}]^T with the same K-permutation.
+
+        a_from_b (the Gram of late13, A = the x rows themselves): the A words of rows g4 and
+        g4 + 8 at k-step (i, h) are the B words of n-tiles 0 and 1 for this lane (x_n[k] for
+        n = nt*8 + g4 at the same columns), hi and lo as staged; no fp32 tile is read.
 
         A is an fp32 tile (packed to dt here) or, with a_words, a tile already packed as 16-bit
         pairs (row_stride in 32-bit words). Rows >= a_rows are zero and not stored. B is (hi, lo)
@@ -490,6 +510,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     if 8 * (q_ % 2) >= a_rows:  # compile-time: rows 8..15 are all zero
                         a_hi.append(Int32(0))
                         a_lo.append(Int32(0))
+                    elif a_from_b:
+                        wa = 4 * i + 2 * h + q_ // 2
+                        a_hi.append(bword(q_ % 2, wa, 0))
+                        if split_a:
+                            a_lo.append(bword(q_ % 2, wa, 1))
                     elif a_words:
                         a_hi.append(rows_s[r_ * row_stride + cc // 2])
                     else:
@@ -1043,9 +1068,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # score and Gram warps read xs while the others start phase 4), and the fold builds
             # its k-window B fragments from the window itself instead of a 4 KB copy (kb).
             self.compact = late == 12
-            self.bulk = late in (7, 8, 9, 10, 11, 12)
+            # late=13: late10 without the fp32 [k; q] tile (xs) and without the fold-fragment copy
+            # (kb): phase 1 writes the projection's x fragments itself, the Gram reads them as its
+            # A operand, the fold builds its k-window fragments from the window (late12's). No new
+            # barrier. At BV=64 it needs 31.4 KB: 7 CTAs/SM with the hi/lo split. Needs 16-byte
+            # q/k rows, the fragments in smem and ring dtype == state dtype (else late10 + no kb).
+            self.xdirect = late == 13 and vec_qk and bsmem and ring_dtype == st_dtype
+            self.fold_from_window = late in (12, 13)
+            self.bulk = late in (7, 8, 9, 10, 11, 12, 13)
             self.bulk_both = late == 8
-            self.bulk_halves = late in (10, 11, 12)
+            self.bulk_halves = late in (10, 11, 12, 13)
             # the v slice kept as its raw 16-bit elements (exact; converted where the epilogue
             # reads them): -1056 bytes at T=4, which late10 needs for 5 CTAs/SM (45.6 KB +
             # 1 KiB reserved per CTA did not fit 227 KiB five times: ncu, results/kernel/k13)
@@ -1054,10 +1086,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 1
                 if late in (5, 9, 11)
                 else self.TILES_PER_WARP
-                if late in (4, 6, 7, 8, 10, 12)
+                if late in (4, 6, 7, 8, 10, 12, 13)
                 else 0
             )
-            self.reuse_stage = late in (6, 7, 10, 12)
+            self.reuse_stage = late in (6, 7, 10, 12, 13)
             self.stage_tiles = 1 if self.reuse_stage else self.n_staged
             self.bulk_slot_words = 4 * 16 * self.stage_tiles  # the odd rows' 64-byte shifts
             self.late_seq = late == 3
@@ -1276,7 +1308,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # Shared memory is kept small (~29 KB at BV=128, T=4) so that it never limits the CTAs
             # per SM below what the registers allow: the windows stay in their 16-bit ring dtype.
             # compact (late12): ds lives here too once phase 3 is over
-            xs_ptr = big(Float32, max(XR * K_DIM, BV * DSP) if self.compact else XR * K_DIM)
+            xs_ptr = big(
+                Float32,
+                max(XR * K_DIM, BV * DSP) if self.compact else 4 if self.xdirect else XR * K_DIM,
+            )
             xs = cute.make_tensor(xs_ptr, cute.make_layout(XR * K_DIM))
             kc16 = big(self.ring_c, NBUF * 16 * 2 * KPW)
             uw16 = big(self.ring_c, NBUF * 16 * UWS)
@@ -1315,7 +1350,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
             )
             xb = cute.make_tensor(big(Int32, n_xb), cute.make_layout(n_xb))
-            n_kb = 4 if self.compact else 16 * 2 * 32
+            n_kb = 4 if self.fold_from_window else 16 * 2 * 32
             kb = cute.make_tensor(big(Int32, n_kb), cute.make_layout(n_kb))
             vs = cute.make_tensor(
                 big(Int16, T * VSS) if self.vs16 else big(Float32, T * VSS),
@@ -1469,6 +1504,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 scale,
                                 self.io,
                                 self.ring,
+                                xb if self.xdirect else None,
+                                XPARTS,
+                                self.st,
                             )  # fmt: skip
                         )
                 for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
@@ -1753,7 +1791,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     # K-permutation of its state fragments), packed in the state dtype (and the
                     # ring dtype if different).
                     if is_flush and cutlass.const_expr(
-                        "fold" not in self.skip and not self.compact
+                        "fold" not in self.skip and not self.fold_from_window
                     ):
                         # Fold B fragments KC[j, col] packed once per CTA in fragment order (lane-
                         # minor, conflict-free reads): word (t16, half, lane) = {KC[j0][p], KC[j0 +
@@ -1774,7 +1812,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             )
                         cute.arch.sync_threads()
 
-                    if cutlass.const_expr(self.bsmem):
+                    if cutlass.const_expr(self.xdirect):
+                        bx = None  # phase 1 wrote the fragments (its barrier orders them)
+                    elif cutlass.const_expr(self.bsmem):
                         # Fragments staged once per CTA in smem (word-major, lane-minor: conflict-
                         # free), instead of 16-32 registers per thread for the whole projection.
                         for bit in cutlass.range_constexpr(n_xb // THREADS):
@@ -1826,8 +1866,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         else:
                             bx_st = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
                         gr_acc = small_mma(
-                            xs, K_DIM, self.st, bx_st, g4, c4, NXP, self.xsplit, a_rows=XR
-                        )
+                            xs, K_DIM, self.st, bx_st, g4, c4, NXP, self.xsplit, a_rows=XR,
+                            a_from_b=self.xdirect,
+                        )  # fmt: skip
                         for e in cutlass.range_constexpr(4):
                             n = 2 * c4 + (e % 2)
                             xr = g4 + 8 * (e // 2)
@@ -2021,7 +2062,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     )
                                 for t16 in cutlass.range_constexpr(16):
                                     fi, fw = t16 // 4, t16 % 4
-                                    if cutlass.const_expr(self.compact):
+                                    if cutlass.const_expr(self.fold_from_window):
                                         bff = [
                                             fold_bfrag(kcs_i, KPW, lane, t16, hf, self.ring)
                                             for hf in range(2)
@@ -2356,6 +2397,8 @@ LATE_MODES = {
     11: "late9 with two 2 KB bulk copies for the last tile and permuted MMA rows (BV=128)",
     12: "late10 in 37.5 KB of shared memory: projections over the [k; q] tile, fold fragments "
     "from the k window (BV=128)",
+    13: "late10 without the fp32 [k; q] tile (phase 1 writes the x fragments, the Gram reads "
+    "them) and with the fold's fragments from the k window: 7 CTAs/SM at BV=64 (BV=64/128)",
 }
 
 
@@ -2393,14 +2436,14 @@ def compile_variant(
     # bulk-staged modes: every warp owns its tiles (BV >= 64); two tiles per warp (BV=128) for
     # the modes that split or pair them (8, 9, 11). BV=64 (one tile per warp, both CTAs of a
     # 128-row head in flight at once: no second dependent trip) since session 11.
-    bulk_bv = (64, 128) if late in (7, 10, 12) else (128,)
-    if late in (7, 8, 9, 10, 11, 12) and BV not in bulk_bv:
+    bulk_bv = (64, 128) if late in (7, 10, 12, 13) else (128,)
+    if late in (7, 8, 9, 10, 11, 12, 13) and BV not in bulk_bv:
         need = " or ".join(str(b) for b in bulk_bv)
         raise ValueError(
             f"late={late} (bulk-staged state) needs BV={need} (every warp owns its tiles), got "
             f"BV={BV}: set GDN_UCACHE_BV={bulk_bv[-1]} or another GDN_UCACHE_LATE"
         )
-    if late in (4, 5, 6, 7, 8, 9, 10, 11, 12) and persist:
+    if late in (4, 5, 6, 7, 8, 9, 10, 11, 12, 13) and persist:
         raise ValueError(
             f"late={late} (state staged in shared memory) runs one row per CTA: unset "
             "GDN_UCACHE_LATE or set GDN_UCACHE_PERSIST=0"
@@ -2423,7 +2466,7 @@ def compile_variant(
     # -1 = no preference (the driver's); GDN_UCACHE_CARVEOUT overrides.
     carveout = int(
         os.environ.get("GDN_UCACHE_CARVEOUT", "").strip()
-        or (100 if late in (7, 8, 9, 10, 11, 12) else -1)
+        or (100 if late in (7, 8, 9, 10, 11, 12, 13) else -1)
     )
     if not -1 <= carveout <= 100:
         raise ValueError(

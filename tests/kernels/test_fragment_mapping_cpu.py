@@ -271,3 +271,66 @@ def test_mma_epilogue_fragments() -> None:
                         out_o[row, tok] = fin[nt][ln][e]
         assert np.abs(out_u - ref_u).max() < 1e-9, T
         assert np.abs(out_o - ref_o).max() < 1e-9, T
+
+
+def _xb_index(nt: int, part: int, w: int, lane: int, parts: int) -> int:
+    """Word (nt, part, w) of lane in the smem-staged x fragments (next's smem_bfrag)."""
+    return ((nt * parts + part) * 16 + w) * 32 + lane
+
+
+def _xb_build_source(eidx: int, parts: int) -> tuple[int, int, int]:
+    """(row n, first column, part) of word eidx in phase 3's build loop (next)."""
+    ln, wd = eidx % 32, (eidx // 32) % 16
+    hl, ntb = (eidx // 512) % parts, eidx // (512 * parts)
+    colb = (ln % 4) * 8 + 32 * (wd // 4) + 2 * (wd % 4)
+    return ntb * 8 + ln // 4, colb, hl
+
+
+def test_late13_phase1_writes_phase3s_fragment_words() -> None:
+    """late13: the thread of row r holding columns 8 q .. 8 q + 7 writes pair j to word
+    4 (q // 4) + j of lane 4 (r % 8) + q % 4 (next's qk_rows_to_smem with xb): exactly the word
+    phase 3's build fills with that pair, for both parts and both n-tiles."""
+    for parts in (1, 2):
+        seen = set()
+        for r in range(16):
+            for q in range(16):
+                for j in range(4):
+                    for part in range(parts):
+                        wd, ln = 4 * (q // 4) + j, 4 * (r % 8) + q % 4
+                        idx = _xb_index(r // 8, part, wd, ln, parts)
+                        assert _xb_build_source(idx, parts) == (r, 8 * q + 2 * j, part)
+                        seen.add(idx)
+        assert len(seen) == 2 * parts * 16 * 32  # every word of both n-tiles, once
+
+
+def test_late13_gram_reads_its_a_rows_from_the_b_words() -> None:
+    """late13's Gram (small_mma with a_from_b): A = X (rows r < 16, K-permuted as the state) times
+    B = X^T; lane (g, c)'s A words for rows g + 8 (q % 2) at k-step (i, h) are its own B words
+    (nt = q % 2, w = 4 i + 2 h + q // 2). The emulated MMA equals X_perm X_perm^T."""
+    rng = np.random.default_rng()
+    X = rng.standard_normal((16, 128))
+    gram = np.zeros((16, 16))
+    for nt in range(2):
+        acc = {lane: np.zeros(4) for lane in range(32)}
+        for i in range(4):
+            for h in range(2):
+
+                def bword(lane: int, nt_: int, w: int) -> np.ndarray:
+                    g, c = lane // 4, lane % 4
+                    col = c * 8 + 32 * (w // 4) + 2 * (w % 4)
+                    return X[nt_ * 8 + g, col : col + 2]
+
+                a = {
+                    lane: [bword(lane, q % 2, 4 * i + 2 * h + q // 2) for q in range(4)]
+                    for lane in range(32)
+                }
+                b = {
+                    lane: [bword(lane, nt, 4 * i + 2 * h + e) for e in range(2)]
+                    for lane in range(32)
+                }
+                acc = _mma(a, b, acc)
+        for lane in range(32):
+            g, c = lane // 4, lane % 4
+            for e in range(4):
+                gram[g + 8 * (e // 2), nt * 8 + 2 * c + e % 2] = acc[lane][e]
+    np.testing.assert_allclose(gram, X @ X.T, rtol=1e-12, atol=1e-9)

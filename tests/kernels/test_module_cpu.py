@@ -538,3 +538,35 @@ def test_late12_is_late10_in_less_shared_memory(tmp_path: Path) -> None:
     assert bars[1] == bars[0], bars  # the kb build's barrier goes, the phase-3 barrier comes
     u16 = [len(re.findall(r"ld\.shared\.[bu]16", p)) for p in (ptx10, ptx12)]
     assert u16[1] >= u16[0] + 64, u16  # 16 fold steps x 2 words x 2 halves, on flush rows
+
+
+def _has_late13(path: Path) -> bool:
+    return "self.xdirect = late == 13" in path.read_text()
+
+
+@pytest.mark.skipif(not NEXT.exists() or not _has_late13(NEXT), reason="no late13 in next")
+def test_late13_drops_the_fp32_rows_and_two_barriers(tmp_path: Path) -> None:
+    """late=13 at BV=64 (one tile per warp): late10's copies, state reads and MMAs, no fp32 [k; q]
+    rows in shared memory (phase 1 writes the x fragments), two CTA barriers fewer (phase 3's
+    fragment build and the fold-fragment copy), the fold's fragments from the k window as
+    late12's; it compiles at BV=128 too."""
+    counts = {}
+    for late in (10, 12, 13):
+        dump = tmp_path / f"bv64-late{late}"
+        dump.mkdir()
+        _, ptx = _compile("sm_90a", [[4, 16, 32, 64, "bf16", "fp16", "fp16", 0, late]], dump, NEXT)
+        counts[late] = {
+            "state": _state_op_counts(ptx),
+            "bar": len(re.findall(r"bar\.sync|barrier\.sync", ptx)),
+            "st_f32": ptx.count("st.shared.v4.f32"),
+            "ld16": len(re.findall(r"ld\.shared\.[bu]16", ptx)),
+            "mma": ptx.count("mma.sync"),
+        }
+        if late == 13:
+            _portable(ptx)
+    c10, c12, c13 = counts[10], counts[12], counts[13]
+    assert c13["state"] == c10["state"] and c13["mma"] == c10["mma"]
+    assert c10["st_f32"] > 0 and c13["st_f32"] == 0
+    assert c13["bar"] == c10["bar"] - 2
+    assert c13["ld16"] == c12["ld16"] > c10["ld16"]
+    _next_bv128_ptx(tmp_path, 13)
