@@ -1070,9 +1070,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.compact = late == 12
             # late=13: late10 without the fp32 [k; q] tile (xs) and without the fold-fragment copy
             # (kb): phase 1 writes the projection's x fragments itself, the Gram reads them as its
-            # A operand, the fold builds its k-window fragments from the window (late12's). No new
-            # barrier. At BV=64 it needs 31.4 KB: 7 CTAs/SM with the hi/lo split. Needs 16-byte
-            # q/k rows, the fragments in smem and ring dtype == state dtype (else late10 + no kb).
+            # A operand, the fold builds its k-window fragments from the window (late12's): one CTA
+            # barrier fewer (the kb build's). At BV=64 it needs 31.5 KB: 7 CTAs/SM with the hi/lo
+            # split. Needs 16-byte q/k rows, the fragments in smem and ring dtype == state dtype
+            # (else it is late10 with the fold's fragments from the window).
             self.xdirect = late == 13 and vec_qk and bsmem and ring_dtype == st_dtype
             self.fold_from_window = late in (12, 13)
             self.bulk = late in (7, 8, 9, 10, 11, 12, 13)
@@ -1813,7 +1814,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         cute.arch.sync_threads()
 
                     if cutlass.const_expr(self.xdirect):
-                        bx = None  # phase 1 wrote the fragments (its barrier orders them)
+                        # phase 1 wrote the fragments (its barrier orders them); this barrier,
+                        # the build's in the other modes, orders the window weights (wv, threads
+                        # < 16 after phase 1's barrier) before the scores and the fold read them
+                        cute.arch.sync_threads()
+                        bx = None
                     elif cutlass.const_expr(self.bsmem):
                         # Fragments staged once per CTA in smem (word-major, lane-minor: conflict-
                         # free), instead of 16-32 registers per thread for the whole projection.
