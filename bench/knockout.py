@@ -275,6 +275,52 @@ def report(
     return 0
 
 
+def mean_ratios(rows: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """Per (HV, B): every column's mean ratio to flashinfer over the flush levels (choose's score,
+    for all modules at once), and per column how many points are at or below flashinfer and its
+    worst ratio. Returns (table lines, summary lines) as markdown."""
+    cols = sorted({c for r in rows for c in r["us"] if c != "flashinfer:base"})
+    cells: dict[tuple[int, int], dict[str, list[float]]] = {}
+    wins = dict.fromkeys(cols, 0)
+    worst: dict[str, tuple[float, int, int, int]] = {}
+    for r in rows:
+        fi = r["us"].get("flashinfer:base")
+        if not fi:
+            continue
+        for c in cols:
+            if c in r["us"]:
+                ratio = r["us"][c] / fi
+                cells.setdefault((r["HV"], r["B"]), {}).setdefault(c, []).append(ratio)
+                wins[c] += ratio <= 1.0
+                worst[c] = max(
+                    worst.get(c, (0.0, 0, 0, 0)), (ratio, r["HV"], r["B"], r["flush_pct"])
+                )
+    table = ["| HV | B | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
+    for (hv, b), per in sorted(cells.items()):
+        means = {c: sum(v) / len(v) for c, v in per.items()}
+        best = min(means.values())
+        table.append(
+            f"| {hv} | {b} | "
+            + " | ".join(
+                "-"
+                if c not in means
+                else f"**{means[c]:.3f}**"
+                if means[c] == best
+                else f"{means[c]:.3f}"
+                for c in cols
+            )
+            + " |"
+        )
+    n = sum(1 for r in rows if r["us"].get("flashinfer:base"))
+    summary = [
+        f"- {c}: <= flashinfer at {wins[c]} of {n} points; worst {worst[c][0]:.3f}x "
+        f"(HV={worst[c][1]} B={worst[c][2]} flush {worst[c][3]} %)"
+        for c in cols
+        if c in worst
+    ]
+    return table, summary
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "chosen":
         # the distinct winning candidates of these sweeps, one per line (to time them elsewhere)
@@ -288,6 +334,13 @@ def main() -> int:
             merged.setdefault(key, {**r, "us": {}})["us"].update(r["us"])
         for name in sorted(set(choose(list(merged.values())).values())):
             print(name)
+        return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "means":
+        # per (HV, B) mean ratio to flashinfer of every column of these sweep JSONs (markdown)
+        for p in sys.argv[2:]:
+            table, summary = mean_ratios(json.loads(Path(p).read_text())["rows"])
+            print(f"## {p}: mean ratio to flashinfer over the flush levels (bold: best)\n")
+            print("\n".join(table + [""] + summary) + "\n")
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "report":
         rp = argparse.ArgumentParser(description="bench-style tables from sweep JSONs")

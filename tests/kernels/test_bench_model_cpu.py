@@ -245,3 +245,19 @@ def test_time_graph_warm_mode_times_back_to_back_calls(monkeypatch: pytest.Monke
     assert warm == pytest.approx((5.0 + 2.0 * n) / n)
     cold = bench_ucache.time_graph(None, Point(), torch.ones(4), reps=5)
     assert cold == pytest.approx(7.0)
+
+
+def test_mean_ratios_scores_every_column_against_flashinfer() -> None:
+    from bench.knockout import mean_ratios
+
+    def row(hv: int, b: int, f: int, fi: float, a: float, c: float) -> dict:
+        us = {"flashinfer:base": fi, "v5b:base": a, "next:bv128+late10+mbp0": c}
+        return {"arm": "serving", "HV": hv, "B": b, "flush_pct": f, "us": us}
+
+    rows = [row(32, 256, 0, 80.0, 96.0, 88.0), row(32, 256, 100, 200.0, 170.0, 180.0)]
+    table, summary = mean_ratios(rows)
+    assert table[0] == "| HV | B | next:bv128+late10+mbp0 | v5b:base |"
+    # means: late10 (1.10 + 0.90) / 2 = 1.000, v5b (1.20 + 0.85) / 2 = 1.025; the best in bold
+    assert table[2] == "| 32 | 256 | **1.000** | 1.025 |"
+    assert summary[0].startswith("- next:bv128+late10+mbp0: <= flashinfer at 1 of 2 points")
+    assert "worst 1.200x (HV=32 B=256 flush 0 %)" in summary[1]
