@@ -2395,13 +2395,13 @@ LATE_MODES = {
     5: "the first tile into registers and the last into shared memory, both at entry (v8)",
     6: "every tile through one reused shared-memory tile: the first at entry, each next one "
     "after the previous tile's projection and fold (v9)",
-    7: "late6 with bulk async copies on a per-warp mbarrier (v9 step 2; BV=128)",
+    7: "late6 with bulk async copies on a per-warp mbarrier (v9 step 2; BV=64/128)",
     8: "every tile by bulk async copies at entry into its own stage tile (BV=128)",
     9: "the first tile into registers and the last by bulk async copies, both at entry (BV=128)",
-    10: "late7 with two 2 KB bulk copies per warp-tile and permuted MMA rows (BV=128)",
+    10: "late7 with two 2 KB bulk copies per warp-tile and permuted MMA rows (BV=64/128)",
     11: "late9 with two 2 KB bulk copies for the last tile and permuted MMA rows (BV=128)",
     12: "late10 in 37.5 KB of shared memory: projections over the [k; q] tile, fold fragments "
-    "from the k window (BV=128)",
+    "from the k window (BV=64/128)",
     13: "late10 without the fp32 [k; q] tile (phase 1 writes the x fragments, the Gram reads "
     "them) and with the fold's fragments from the k window: 7 CTAs/SM at BV=64 (BV=64/128)",
 }

@@ -283,6 +283,12 @@ def test_staged_state_compiles_to_shared_reads(tmp_path: Path) -> None:
     _portable(ptx)
 
 
+def _next_has_late(mode: int) -> bool:
+    """next's launch knob GDN_UCACHE_LATE=mode exists (its LATE_MODES entry: a stable marker,
+    unlike the flag tuples, which grow with every new mode)."""
+    return NEXT.exists() and re.search(rf"^    {mode}: \"", NEXT.read_text(), re.M) is not None
+
+
 def _next_bv128_ptx(tmp_path: Path, late: int, name: str | None = None) -> str:
     """PTX of next at T=4, HV=32, BV=128 (two tiles per warp), serving dtypes, launch knob late."""
     dump = tmp_path / (name or f"late{late}")
@@ -303,12 +309,7 @@ def _state_op_counts(ptx: str) -> dict[str, int]:
     }
 
 
-def _stages_one_tile(path: Path) -> bool:
-    # v8 and later: launch knob late=5 stages only the deferred tile
-    return '5: "the first tile into registers' in path.read_text()
-
-
-@pytest.mark.skipif(not NEXT.exists() or not _stages_one_tile(NEXT), reason="no late5 in next")
+@pytest.mark.skipif(not _next_has_late(5), reason="no late5 in next")
 def test_late5_stages_only_the_deferred_tile(tmp_path: Path) -> None:
     """late=5 (v8) at BV=128, T=4 (two tiles per warp): tile 0 comes by 8 global 16-byte loads
     per thread, tile 1 by 8 cp.async into shared memory at entry and back by ld.shared.v4 for the
@@ -326,12 +327,7 @@ def test_late5_stages_only_the_deferred_tile(tmp_path: Path) -> None:
     assert counts[5]["lds"] - counts[3]["lds"] == 16 and counts[5]["again"] == 8
 
 
-def _reuses_stage(path: Path) -> bool:
-    # v9 step 1 and later: launch knob late=6 runs every tile through one reused stage tile
-    return "self.reuse_stage = late in (6, 7)" in path.read_text()
-
-
-@pytest.mark.skipif(not NEXT.exists() or not _reuses_stage(NEXT), reason="no late6 in next")
+@pytest.mark.skipif(not _next_has_late(6), reason="no late6 in next")
 def test_late6_runs_every_tile_through_one_stage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -354,12 +350,7 @@ def test_late6_runs_every_tile_through_one_stage(
     _next_bv128_ptx(tmp_path, 6, "alias")
 
 
-def _bulk_stages(path: Path) -> bool:
-    # v9 step 2 and later: launch knob late=7 stages the state by bulk async copies
-    return "self.bulk = late in (7, 8" in path.read_text()
-
-
-@pytest.mark.skipif(not NEXT.exists() or not _bulk_stages(NEXT), reason="no late7 in next")
+@pytest.mark.skipif(not _next_has_late(7), reason="no late7 in next")
 def test_late7_stages_the_state_with_bulk_copies(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -413,7 +404,7 @@ def test_late7_stages_the_state_with_bulk_copies(
         knext.compile_variant(4, 16, 32, 32)
 
 
-@pytest.mark.skipif(not NEXT.exists() or not _stages_one_tile(NEXT), reason="no late5 in next")
+@pytest.mark.skipif(not _next_has_late(5), reason="no late5 in next")
 def test_unknown_late_mode_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     knext = _load({}, "gdnu_cpu_next_late99", NEXT)
     monkeypatch.setenv("GDN_UCACHE_LATE", "99")
@@ -424,7 +415,7 @@ def test_unknown_late_mode_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.skipif(not NEXT.exists() or not _stages_state(NEXT), reason="no staged-state next")
 def test_staged_state_refuses_persistent_ctas(monkeypatch: pytest.MonkeyPatch) -> None:
     knext = _load({}, "gdnu_cpu_next_late4", NEXT)
-    for late in ("4", "5") if _stages_one_tile(NEXT) else ("4",):
+    for late in ("4", "5") if _next_has_late(5) else ("4",):
         monkeypatch.setenv("GDN_UCACHE_LATE", late)
         with pytest.raises(ValueError, match=f"late={late} .*GDN_UCACHE_PERSIST=0"):
             knext.compile_variant(4, 16, 32, 128, persist=True)
@@ -465,7 +456,7 @@ def test_stream_knockout_keeps_the_state_loads(
         assert ptx.count("setp.eq.s32 pm, ") == (2 if n == 0 else 1)
 
 
-@pytest.mark.skipif(not NEXT.exists() or not _bulk_stages(NEXT), reason="no late7 in next")
+@pytest.mark.skipif(not _next_has_late(7), reason="no late7 in next")
 def test_residency_knobs_compile_and_bad_carveout_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -502,12 +493,7 @@ def test_residency_knobs_compile_and_bad_carveout_is_named(
         knext.compile_variant(4, 16, 32, 128)
 
 
-def _bulk_halves(path: Path) -> bool:
-    # session 11 and later: launch knobs late=10/11 move each warp-tile by two 2 KB bulk copies
-    return "self.bulk_halves = late in (10, 11" in path.read_text()
-
-
-@pytest.mark.skipif(not NEXT.exists() or not _bulk_halves(NEXT), reason="no late10 in next")
+@pytest.mark.skipif(not _next_has_late(10), reason="no late10 in next")
 def test_late10_moves_a_warp_tile_by_two_bulk_copies(tmp_path: Path) -> None:
     """late=10 (late7's schedule) and late=11 (late9's): every bulk copy site moves 2048 bytes
     (tile rows 0-7 or 8-15, lanes 0-1), none moves a 256-byte row; the barrier is armed for the
@@ -525,7 +511,7 @@ def test_late10_moves_a_warp_tile_by_two_bulk_copies(tmp_path: Path) -> None:
         assert _state_op_counts(ptx) == ref
 
 
-@pytest.mark.skipif(not NEXT.exists() or not _bulk_halves(NEXT), reason="no late12 in next")
+@pytest.mark.skipif(not _next_has_late(12), reason="no late12 in next")
 def test_late12_is_late10_in_less_shared_memory(tmp_path: Path) -> None:
     """late=12: late10's copies and state reads, one more CTA barrier (phase 3 ends before the
     projections overwrite the [k; q] tile) and no fold-fragment copy: the fold's B fragments
@@ -540,11 +526,7 @@ def test_late12_is_late10_in_less_shared_memory(tmp_path: Path) -> None:
     assert u16[1] >= u16[0] + 64, u16  # 16 fold steps x 2 words x 2 halves, on flush rows
 
 
-def _has_late13(path: Path) -> bool:
-    return "self.xdirect = late == 13" in path.read_text()
-
-
-@pytest.mark.skipif(not NEXT.exists() or not _has_late13(NEXT), reason="no late13 in next")
+@pytest.mark.skipif(not _next_has_late(13), reason="no late13 in next")
 def test_late13_drops_the_fp32_rows_and_a_barrier(tmp_path: Path) -> None:
     """late=13 at BV=64 (one tile per warp): late10's copies, state reads and MMAs, no fp32 [k; q]
     rows in shared memory (phase 1 writes the x fragments), one CTA barrier fewer (the fold-
