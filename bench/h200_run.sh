@@ -138,6 +138,28 @@ ncu_profile() {
   fi
 }
 
+# #3's conformance suite (serving + bf16, ours only) on next with a launch mode forced, several
+# at once (k9-k14): $1 tag, $2 BV, $3 deadline (s), $4 jobs per suite, then one spec per suite:
+# LATE or LATE/XSPLIT (XSPLIT 0 = no hi/lo split; named suite-TAG-lateLATE[-bvBV-splitXSPLIT]).
+# Prints each suite's last two lines.
+forced_suites() {
+  local tag=$1 bv=$2 deadline=$3 jobs=$4 spec l split name
+  shift 4
+  local pids=() names=()
+  for spec in "$@"; do
+    l=${spec%/*} split=""
+    [[ $spec == */* ]] && split=${spec#*/}
+    name=suite-$tag-late$l${split:+-bv$bv-split$split}
+    GDN_UCACHE_OURS_MODULE=kernels/gdn_ucache_flush_next.py GDN_UCACHE_LATE=$l GDN_UCACHE_BV=$bv \
+      GDN_UCACHE_MBP=0 GDN_UCACHE_XSPLIT=${split:-1} setsid timeout $((deadline + 15)) python3 \
+      tests/conformance/run_gpu_suite.py --out "$out/$name" --backends ours --arms serving,bf16 \
+      --deadline-s "$deadline" --jobs "$jobs" --max-steps 300 >"$out/$name.log" 2>&1 &
+    pids+=("$!") names+=("$name")
+  done
+  wait "${pids[@]}" || true
+  for name in "${names[@]}"; do echo "== $name (bv$bv, no bound):"; tail -2 "$out/$name.log"; done
+}
+
 case $mode in
 k4)
   NEXTF=kernels/gdn_ucache_flush_next.py
@@ -260,18 +282,7 @@ k9)
   # (session 10 ran K9_LATES=6; 7 = bulk copies through one stage, 9 = tile 1 by bulk copies)
   read -r -a lates <<<"${K9_LATES:-7 9}"
   late=${lates[0]}
-  pids=()
-  for l in "${lates[@]}"; do
-    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$l GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 setsid \
-      timeout 70 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k9-late$l" \
-      --backends ours --arms serving,bf16 --deadline-s 55 --jobs 8 --max-steps 300 \
-      >"$out/suite-k9-late$l.log" 2>&1 &
-    pids+=("$!")
-  done
-  wait "${pids[@]}" || true
-  for l in "${lates[@]}"; do
-    echo "== late$l (bv128, no bound):"; tail -2 "$out/suite-k9-late$l.log"
-  done
+  forced_suites k9 128 55 8 "${lates[@]}"
   # cold L2, graph replay, HV=32: the shipped table config, v9 step 1 at its own residency
   # (smem: 5 CTAs/SM) and with `alias` (registers: 7), v5b's config with alias (registers: 5),
   # and the stream-only builds of both next to flashinfer
@@ -314,16 +325,7 @@ k10)
   ;;
 k11)
   NEXTF=kernels/gdn_ucache_flush_next.py
-  pids=()
-  for l in 10 11; do
-    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$l GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 setsid \
-      timeout 70 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k11-late$l" \
-      --backends ours --arms serving,bf16 --deadline-s 55 --jobs 8 --max-steps 300 \
-      >"$out/suite-k11-late$l.log" 2>&1 &
-    pids+=("$!")
-  done
-  wait "${pids[@]}" || true
-  for l in 10 11; do echo "== late$l (bv128, no bound):"; tail -2 "$out/suite-k11-late$l.log"; done
+  forced_suites k11 128 55 8 10 11
   l7=next:bv128+late7+mbp0 l10=next:bv128+late10
   timeout 200 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 32 \
     --flush 0 100 --budget-s 170 --json "$out/knockout-k11.json" --backends flashinfer \
@@ -346,11 +348,7 @@ k11)
   ;;
 k12)
   NEXTF=kernels/gdn_ucache_flush_next.py
-  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=12 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 setsid \
-    timeout 70 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k12-late12" \
-    --backends ours --arms serving,bf16 --deadline-s 55 --jobs 8 --max-steps 300 \
-    >"$out/suite-k12-late12.log" 2>&1 || true
-  echo "== late12 (bv128, no bound):"; tail -2 "$out/suite-k12-late12.log"
+  forced_suites k12 128 55 8 12
   timeout 200 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 32 8 \
     --flush 0 20 100 --budget-s 170 --json "$out/knockout-k12.json" --backends flashinfer \
     --modules "next=$NEXTF" --variants next:base next:bv128+late10+mbp0 next:bv128+late10+mbp5 \
@@ -367,16 +365,7 @@ k13)
   NEXTF=kernels/gdn_ucache_flush_next.py
   if [[ -n ${K13_SUITES:-} ]]; then  # e.g. "10 12": #3's suite forced onto these modes first
     read -r -a lates <<<"$K13_SUITES"
-    pids=()
-    for l in "${lates[@]}"; do
-      GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$l GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 setsid \
-        timeout 70 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k13-late$l" \
-        --backends ours --arms serving,bf16 --deadline-s 55 --jobs 8 --max-steps 300 \
-        >"$out/suite-k13-late$l.log" 2>&1 &
-      pids+=("$!")
-    done
-    wait "${pids[@]}" || true
-    for l in "${lates[@]}"; do echo "== late$l:"; tail -2 "$out/suite-k13-late$l.log"; done
+    forced_suites k13 128 55 8 "${lates[@]}"
   fi
   GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=10 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 \
     ncu_profile ncu-k13-late10 30 --backends ours --hv 32 --batch 256 --flush 0
@@ -397,17 +386,7 @@ k14)
   NEXTF=kernels/gdn_ucache_flush_next.py
   # #3's suite forced onto the BV=64 forms (one tile per warp) and late12 without the hi/lo
   # split (31.3 KB: 7 CTAs/SM; results/kernel/ptxas/regs-s11-next-bv64-nosplit.md)
-  pids=()
-  for spec in "13 1" "10 1" "12 1" "12 0"; do
-    read -r l split <<<"$spec"
-    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$l GDN_UCACHE_BV=64 GDN_UCACHE_MBP=0 \
-      GDN_UCACHE_XSPLIT=$split setsid timeout 75 python3 tests/conformance/run_gpu_suite.py \
-      --out "$out/suite-k14-late$l-bv64-split$split" --backends ours --arms serving,bf16 \
-      --deadline-s 60 --jobs 4 --max-steps 300 >"$out/suite-k14-late$l-bv64-split$split.log" 2>&1 &
-    pids+=("$!")
-  done
-  wait "${pids[@]}" || true
-  for f in "$out"/suite-k14-*.log; do echo "== $(basename "$f" .log):"; tail -2 "$f"; done
+  forced_suites k14 64 60 4 13/1 10/1 12/1 12/0
   for spec in "13 1" "12 0"; do
     read -r l split <<<"$spec"
     GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=$l GDN_UCACHE_BV=64 GDN_UCACHE_MBP=0 \

@@ -15,7 +15,7 @@ STUB = """#!/usr/bin/env bash
 # one line per call (background steps append concurrently): the command, then its knobs
 echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
   "GDN_UCACHE_OURS_MODULE=${GDN_UCACHE_OURS_MODULE:-} GDN_UCACHE_LATE=${GDN_UCACHE_LATE:-}" \\
-  "GDN_UCACHE_BV=${GDN_UCACHE_BV:-}" >>"$STUB_LOG"
+  "GDN_UCACHE_BV=${GDN_UCACHE_BV:-} GDN_UCACHE_XSPLIT=${GDN_UCACHE_XSPLIT:-}" >>"$STUB_LOG"
 if [[ $(basename "$0") == ncu ]]; then
   prev=""
   for a in "$@"; do
@@ -154,3 +154,31 @@ def test_k9_mode_checks_v9_step_one(tmp_path: Path) -> None:
     assert len(profiles) == 2 and "GDN_UCACHE_SKIP=alias" in profiles[1]
     with tarfile.open(out / "kernel-k9.tar.gz") as tar:
         assert "kernel/ncu-k9-late7-alias.ncu-rep" in tar.getnames()
+
+
+def test_forced_suites_run_each_mode_with_its_knobs(tmp_path: Path) -> None:
+    """k9-k14 share forced_suites: one #3's suite per mode, on next, with the mode's BV; k14's
+    specs LATE/XSPLIT name their suites and set the split (knobs in the stub log)."""
+    (tmp_path / "k14").mkdir()
+    (tmp_path / "k9").mkdir()
+    calls, _ = run_mode(tmp_path / "k14", "k14")
+    suites = [ln for ln in calls.splitlines() if "run_gpu_suite.py" in ln]
+    names = sorted(ln.split("--out ")[1].split()[0].rsplit("/", 1)[1] for ln in suites)
+    assert names == [
+        "suite-k14-late10-bv64-split1",
+        "suite-k14-late12-bv64-split0",
+        "suite-k14-late12-bv64-split1",
+        "suite-k14-late13-bv64-split1",
+    ]
+    for ln in suites:
+        assert "GDN_UCACHE_BV=64" in ln and "gdn_ucache_flush_next.py" in ln
+        assert "--deadline-s 60 --jobs 4" in ln
+        split = "0" if "split0 " in ln else "1"
+        assert f"GDN_UCACHE_XSPLIT={split}" in ln
+    calls9, _ = run_mode(tmp_path / "k9", "k9")
+    suites9 = [ln for ln in calls9.splitlines() if "run_gpu_suite.py" in ln]
+    assert sorted(ln.split("--out ")[1].split()[0].rsplit("/", 1)[1] for ln in suites9) == [
+        "suite-k9-late7",
+        "suite-k9-late9",
+    ]
+    assert all("GDN_UCACHE_BV=128" in ln and "--deadline-s 55 --jobs 8" in ln for ln in suites9)
