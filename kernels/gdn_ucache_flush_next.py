@@ -1076,7 +1076,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # (else it is late10 with the fold's fragments from the window).
             self.xdirect = late == 13 and vec_qk and bsmem and ring_dtype == st_dtype
             self.fold_from_window = late in (12, 13)
-            self.bulk = late in (7, 8, 9, 10, 11, 12, 13)
+            self.bulk = late in BULK_LATES
             self.bulk_both = late == 8
             self.bulk_halves = late in (10, 11, 12, 13)
             # the v slice kept as its raw 16-bit elements (exact; converted where the epilogue
@@ -2386,6 +2386,10 @@ def _arch_string(device: torch.device | None) -> str:
 
 
 # Launch knob `late`: where each warp's state tiles go and when.
+# launch modes that stage the state in shared memory (one row per CTA), and those of them that
+# move it by bulk async copies on per-warp mbarriers
+STAGED_LATES = (4, 5, 6, 7, 8, 9, 10, 11, 12, 13)
+BULK_LATES = (7, 8, 9, 10, 11, 12, 13)
 LATE_MODES = {
     0: "every tile into registers at entry",
     1: "the last tile into registers at the projection",
@@ -2442,13 +2446,13 @@ def compile_variant(
     # the modes that split or pair them (8, 9, 11). BV=64 (one tile per warp, both CTAs of a
     # 128-row head in flight at once: no second dependent trip) since session 11.
     bulk_bv = (64, 128) if late in (7, 10, 12, 13) else (128,)
-    if late in (7, 8, 9, 10, 11, 12, 13) and BV not in bulk_bv:
+    if late in BULK_LATES and BV not in bulk_bv:
         need = " or ".join(str(b) for b in bulk_bv)
         raise ValueError(
             f"late={late} (bulk-staged state) needs BV={need} (every warp owns its tiles), got "
             f"BV={BV}: set GDN_UCACHE_BV={bulk_bv[-1]} or another GDN_UCACHE_LATE"
         )
-    if late in (4, 5, 6, 7, 8, 9, 10, 11, 12, 13) and persist:
+    if late in STAGED_LATES and persist:
         raise ValueError(
             f"late={late} (state staged in shared memory) runs one row per CTA: unset "
             "GDN_UCACHE_LATE or set GDN_UCACHE_PERSIST=0"
@@ -2470,8 +2474,7 @@ def compile_variant(
     # carve-out (the driver's own pick gave late7 4 CTAs/SM where 5 fit: results/kernel/v9s2-k9).
     # -1 = no preference (the driver's); GDN_UCACHE_CARVEOUT overrides.
     carveout = int(
-        os.environ.get("GDN_UCACHE_CARVEOUT", "").strip()
-        or (100 if late in (7, 8, 9, 10, 11, 12, 13) else -1)
+        os.environ.get("GDN_UCACHE_CARVEOUT", "").strip() or (100 if late in BULK_LATES else -1)
     )
     if not -1 <= carveout <= 100:
         raise ValueError(
