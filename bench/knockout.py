@@ -118,12 +118,16 @@ KNOBS = (
 def variant_env(name: str) -> dict[str, str]:
     """Environment of a variant name ('bv128+mbp5', 'no_fold', 'base', ...)."""
     env: dict[str, str] = {}
+
+    def set_knob(key: str, value: str) -> None:
+        if key == "GDN_UCACHE_SKIP" and env.get(key):
+            value = f"{env[key]},{value}"  # knock-outs combine: stream+alias, alias+pad9800
+        env[key] = value
+
     for part in name.split("+"):
         if part in VARIANTS:
             for key, value in VARIANTS[part].items():
-                if key == "GDN_UCACHE_SKIP" and env.get(key):
-                    value = f"{env[key]},{value}"  # knock-outs combine: stream+alias
-                env[key] = value
+                set_knob(key, value)
         elif part.startswith("bv") and part[2:].isdigit():
             env["GDN_UCACHE_BV"] = part[2:]
         elif part.startswith("mbp") and part[3:].isdigit():
@@ -138,7 +142,7 @@ def variant_env(name: str) -> dict[str, str]:
             env["GDN_UCACHE_PREFETCH"] = part[2:] or "1"
         elif part.startswith("pad") and part[3:].isdigit():
             # knock-out: unused shared memory per CTA (bytes), to pin the CTAs per SM
-            env["GDN_UCACHE_SKIP"] = ",".join(x for x in (env.get("GDN_UCACHE_SKIP"), part) if x)
+            set_knob("GDN_UCACHE_SKIP", part)
         else:
             raise SystemExit(f"unknown variant part {part!r} in {name!r}")
     return env
