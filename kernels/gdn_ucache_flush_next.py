@@ -28,15 +28,21 @@ Design (kernels/NOTES.md has the numbers): grid (128 / BV, HV, B), 128 threads. 
 quantity depends on the state only through its own row, so a CTA owns BV rows of one (request,
 value head) tile and recomputes the tiny key-side quantities (norms, Gram, window scores). Small
 batches get 128 / BV times more CTAs; large batches make one pass over the state.
-- State projection [S0 rows] x [k^; q^]^T with mma.sync m16n8k16 (fp32 accumulate); each thread
-  loads its state slice with 16-byte loads at entry, in an order that *is* its MMA A-fragment order
-  (the K-permutation is applied identically to the B operand), so the state is never staged in
-  shared memory. [k^; q^] is split into hi + lo 16-bit parts (two MMAs): the product is ~fp32
-  accurate although the MMA takes 16-bit operands.
+- State projection [S0 rows] x [k^; q^]^T with mma.sync m16n8k16 (fp32 accumulate). How the state
+  reaches the MMA is the launch knob `late` (LATE_MODES; launch_config's table picks it):
+  small batches (late 0-3) load each thread's state slice into registers with 16-byte loads, in an
+  order that *is* its MMA A-fragment order (the K-permutation is applied identically to the B
+  operand); from B=32 on (late 10 and 13) each warp's 16-row state tile (4 KB contiguous in the
+  pool) goes into one reused 16 KB shared stage by two 2 KB bulk async copies on the warp's
+  mbarrier, issued at entry so the state is in flight during the prologue, with the MMA rows
+  permuted (row m <- tile row (m % 2) * 8 + m // 2) so that every 16-byte fragment read is free
+  of bank conflicts. [k^; q^] is split into hi + lo 16-bit parts (two MMAs): the product is ~fp32
+  accurate although the MMA takes 16-bit operands. late13 writes those x fragments in the
+  prologue and the Gram reads its A rows from them (no fp32 [k; q] tile: 36.4 KB per CTA).
 - Window scores kc_j . x and the Gram [k^; q^] . k^ with mma.sync on two warps (same split).
 - Flush fold (w o U_win)[rows, 16] x KC[16, 128] with mma.sync, accumulator initialised with
-  e^{G*} S0 from the same registers, then written back once with 16-byte stores (optionally with
-  stochastic rounding).
+  e^{G*} S0 from the projection's operand (registers or the stage), then written back once
+  with 16-byte stores (optionally with stochastic rounding).
 - One row per CTA (the default, non-persistent): the cursor-independent loads (q/k rows as 16-byte
   vectors, the v slice, the gates) are issued before the cursors return, and the ring windows and
   the g row go to shared memory by cp.async right after them, so a CTA waits for two dependent
@@ -50,9 +56,10 @@ batches get 128 / BV times more CTAs; large batches make one pass over the state
   process: results/kernel/k7, kernels/NOTES.md.) u-ring appends and outputs are predicated
   16-bit stores from the same accumulators. g and k rings are appended by one CTA per value head /
   key head.
-- Ring windows stay in their 16-bit dtype in shared memory (~28 KB per CTA at BV=128, T=4), so
-  registers, not shared memory, bound the CTAs per SM; launch_config() picks BV, launch bounds and
-  "late" state tiles (loaded at the projection instead of at entry: fewer live registers).
+- Ring windows stay in their 16-bit dtype in shared memory (~28 KB per CTA at BV=128, T=4). In
+  the register modes registers bound the CTAs per SM (launch bounds in the table); the bulk modes
+  ask for the 228 KiB carve-out (the kernel op's cu_attrs) and shared memory bounds them: 227 KiB
+  usable, 1 KiB reserved per CTA, so late10 (44.4 KB) runs 5 CTAs/SM and late13 (36.4 KB) 6.
 - Persistent mode (launch_config: nprog < B programs along the batch): each CTA walks rows z0,
   z0 + nprog, ...; the next row's cursors and first state tiles are loaded during the current row
   and (prefetch 1/2) its ring windows, q/k/v rows and gates go into a second shared-memory buffer
@@ -70,55 +77,15 @@ Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
   flashinfer's 16-bit Tmat/QT/R); softplus uses a stable form (no overflow);
 - optional stochastic rounding of the folded checkpoint (GDN_UCACHE_STATE_SR=1, off by default).
 
-Instructions: mma.sync, ld/st.global (16-byte vectors), cp.async, shfl, exit; no
-wgmma/tcgen05/TMA, so the same code compiles for sm_90a and sm_100a. Tested on: SM90 (H200:
-conformance 2026-12-03, results/kernel/k5; timed against flashinfer 2026-12-04,
-results/kernel/k7). SM100 (B200) is compile-checked only (CI builds sm_100a).
+Instructions: mma.sync, ldmatrix, ld/st.global (16-byte vectors), cp.async, cp.async.bulk with
+mbarrier (sm_90+), shfl, exit; no wgmma/tcgen05 and no TMA tensor maps, so the same code compiles
+for sm_90a and sm_100a. Tested on: SM90 (H200: conformance and timing against flashinfer,
+2026-12-04, results/kernel/k15). SM100 (B200) is compile-checked only (CI builds sm_100a).
 
-v7 (measured in session 8, slower than v5b: kernels/NOTES.md) = v5b + launch knob late=4: every
-state tile goes by cp.async into shared memory at entry (no registers while in flight, as
-flashinfer's TMA stage), and the projection and the fold read it from there. ptxas: 72 registers
-without spills at BV=64 and 61 at BV=128; shared memory (~39 KB at BV=64, ~61 KB at BV=128) then
-sets the CTAs per SM (5 and 3).
-
-v8 (this next version, compile-checked only) adds launch knob late=5: v5b's late3 with its
-deferred tile staged. Tile 0 of each warp is loaded into registers at entry as in late3; tile 1
-goes by cp.async into shared memory at entry too, so late3's second dependent DRAM trip (issued
-only after tile 0's projection and fold) is gone and each CTA has both tiles in flight at once.
-One 16 KB tile of stage keeps the CTA at 45.2 KB of shared memory: 5 CTAs/SM, as the registers
-allow (92 without a bound, 96 at mbp5, no spills). k8 (session 9) says why: the state loads
-alone stream at 83 us (HV=32 B=256 verify, floor 77, flashinfer 86) and the full kernel takes 97:
-the loads and the math overlap badly. Measured in session 10: slower (103 us; dropped).
-
-v9 (this next version) adds launch knobs late=6 and late=7 (BV=128). late6: every state tile
-through ONE reused 16 KB shared stage by per-thread cp.async (tile 0 at entry, tile 1 into the
-same slots after tile 0's projection and fold): 66 registers; measured in session 10: correct,
-slower (108.6 us), and at 7 CTAs/SM (the `alias` knock-out) slower still: per-thread cp.async of
-the state costs more than the residency buys (results/kernel/v9s1-k9). late7 (compile-checked
-only): the same schedule with the copy engine moving the bytes, as flashinfer's TMA does: each
-warp's tile (16 rows, 4 KB contiguous in the pool) by 16 bulk async copies of one 256-byte row
-on the warp's mbarrier, odd rows stored 64 bytes off the even rows' bank alignment so that the
-16-byte fragment reads are free of bank conflicts (16.6 KB of stage: still 5 CTAs/SM).
-late8 (compile-checked only): both tiles by bulk copies at entry into two stage tiles, one
-barrier phase (no second dependent trip; 33 KB of stage: 3 CTAs/SM, so it is timed with the
-`alias` knock-out too). late9 (compile-checked only): v8's split with the copy engine: tile 0
-into registers at entry (v5b's loads), tile 1 by bulk copies at entry into one stage tile (92
-registers, 45.5 KB: 5 CTAs/SM). Instructions then include cp.async.bulk and mbarrier (sm_90+).
-Measured in session 11 (results/kernel/v9s2-k9, k10): late7 and late9 pass #3's suite; late7 runs
-at 4 CTAs/SM (the driver's carve-out) in 108.6 us, and at 6 / 7 / 8 CTAs/SM (knock-outs) in 92.5 /
-90.9 / 90.1 (flashinfer 86.3, v5b 97.5).
-
-Session 11 adds late10 / late11: late7 / late9 with each warp-tile moved by two 2 KB bulk copies
-(the bulk copy takes warp-uniform operands, so 16 lanes' row copies ran as a 16-pass loop) and
-the MMA rows permuted to keep the conflict-free layout (102.5 us at 4 CTAs/SM, ~90 at 7-8;
-results/kernel/k11), and late12: late10 in 37.4 KB of shared memory for 6 CTAs/SM (95.1 us,
-slower folds; results/kernel/k12). All pass #3's suite. Later in session 11: the bulk modes ask
-for the 228 KiB carve-out through the kernel's cu_attrs (_preferred_carveout) and late10-12 keep
-the v slice in 16 bits, so late10 runs 5 CTAs/SM (44,448 B; 227 KiB usable, 1 KiB reserved per
-CTA) and this file's launch table puts it at B >= 32 (results/kernel/k13: at or below v5b's mean
-ratio to flashinfer there); late7/10/12 also compile at BV=64 (one tile per warp), and without
-the hi/lo split the x fragments take 2 KB (late12 at BV=64: 7 CTAs/SM). v5b stays shipped until
-the table's candidate conformance runs.
+Versions (kernels/NOTES.md has every measurement): v5b (registers only; shipped in sessions 6-11)
+is this file's late 0-3; v10 (session 12) adds the bulk-copy modes: late10 at B=32..127 and
+late13 at B >= 128 (results/kernel/k14). The other late modes (4-9, 11, 12) are measured
+experiments kept so their results can be re-run; none is in the table.
 """
 
 import contextlib
@@ -2640,14 +2607,16 @@ def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
 # that passed conformance on the H200 in the serving and bf16 arms are listed. late3 alone
 # compiles to 80 registers; its launch bound of 5 lets ptxas use 96, spill-free (5 CTAs/SM)
 # (bench/ptxas_regs.py, results/kernel/ptxas). B=1 is latency-bound (7-9 us at any config).
-# Session 11 (the candidate to ship, results/kernel/k13): late10 with the 228 KiB carve-out and
-# the 16-bit v slice runs 5 CTAs/SM and is at or below v5b's mean ratio to flashinfer at every
-# (HV, B >= 32) but HV=32 B=128 (0.987 vs 0.985), by 1-3 % at HV 48/64 (serving and bf16 arms).
-# Its candidate conformance (test_candidate) and the final benchmark are the next GPU calls.
+# Session 11 (results/kernel/k13): late10 with the 228 KiB carve-out and the 16-bit v slice runs
+# 5 CTAs/SM and is at or below v5b's mean ratio to flashinfer at every (HV, B >= 32) but HV=32
+# B=128 (equal within 0.2 %). Session 12 (results/kernel/k14, one process): late13 (no fp32 [k; q]
+# tile, 36.4 KB: 6 CTAs/SM) has the lowest mean ratio at B >= 128 (HV 48/64 by 1-2.5 %, HV=32
+# within 0.9 % of late10) and late10 at B=32 (HV 32/48 by 1.5-2 %, HV=64 equal); BV=64 forms
+# (two CTAs per head) lose everywhere at B >= 32 (1.00-1.23x late13 at BV=128).
 _TUNED_T4: dict[int, dict[int, str]] = {
-    32: {1: "bv32", 8: "bv128+late3+mbp5", 32: "bv128+late10+mbp0"},
-    48: {1: "bv128", 8: "bv128+late3+mbp5", 32: "bv128+late10+mbp0"},
-    64: {1: "bv128", 8: "bv128+late3+mbp5", 32: "bv128+late10+mbp0"},
+    32: {1: "bv32", 8: "bv128+late3+mbp5", 32: "bv128+late10+mbp0", 128: "bv128+late13+mbp0"},
+    48: {1: "bv128", 8: "bv128+late3+mbp5", 32: "bv128+late10+mbp0", 128: "bv128+late13+mbp0"},
+    64: {1: "bv128", 8: "bv128+late3+mbp5", 32: "bv128+late10+mbp0", 128: "bv128+late13+mbp0"},
 }
 _KNOB_ENV = (
     "GDN_UCACHE_BV",
