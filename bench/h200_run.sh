@@ -138,10 +138,10 @@ ncu_profile() {
   fi
 }
 
-# #3's conformance suite (serving + bf16, ours only) on next with a launch mode forced, several
-# at once (k9-k14): $1 tag, $2 BV, $3 deadline (s), $4 jobs per suite, then one spec per suite:
-# LATE or LATE/XSPLIT (XSPLIT 0 = no hi/lo split; named suite-TAG-lateLATE[-bvBV-splitXSPLIT]).
-# Prints each suite's last two lines.
+# #3's conformance suite (serving + bf16, ours only) with a launch mode forced, several at once
+# (k9-k14 on next; k6 on FORCED_MODULE, the shipped file): $1 tag, $2 BV, $3 deadline (s), $4 jobs
+# per suite, then one spec per suite: LATE or LATE/XSPLIT (XSPLIT 0 = no hi/lo split; named
+# suite-TAG-lateLATE[-bvBV-splitXSPLIT]). Prints each suite's last two lines.
 forced_suites() {
   local tag=$1 bv=$2 deadline=$3 jobs=$4 spec l split name
   shift 4
@@ -150,10 +150,11 @@ forced_suites() {
     l=${spec%/*} split=""
     [[ $spec == */* ]] && split=${spec#*/}
     name=suite-$tag-late$l${split:+-bv$bv-split$split}
-    GDN_UCACHE_OURS_MODULE=kernels/gdn_ucache_flush_next.py GDN_UCACHE_LATE=$l GDN_UCACHE_BV=$bv \
-      GDN_UCACHE_MBP=0 GDN_UCACHE_XSPLIT=${split:-1} setsid timeout $((deadline + 15)) python3 \
-      tests/conformance/run_gpu_suite.py --out "$out/$name" --backends ours --arms serving,bf16 \
-      --deadline-s "$deadline" --jobs "$jobs" --max-steps 300 >"$out/$name.log" 2>&1 &
+    GDN_UCACHE_OURS_MODULE=${FORCED_MODULE:-kernels/gdn_ucache_flush_next.py} GDN_UCACHE_LATE=$l \
+      GDN_UCACHE_BV=$bv GDN_UCACHE_MBP=0 GDN_UCACHE_XSPLIT=${split:-1} \
+      setsid timeout $((deadline + 15)) python3 tests/conformance/run_gpu_suite.py \
+      --out "$out/$name" --backends ours --arms serving,bf16 --deadline-s "$deadline" \
+      --jobs "$jobs" --max-steps 300 >"$out/$name.log" 2>&1 &
     pids+=("$!") names+=("$name")
   done
   wait "${pids[@]}" || true
@@ -448,14 +449,25 @@ k6)
       cut -c1-160 | head -12 || true
   done
   echo "# conformance (shipped kernel) wall $((SECONDS - t0)) s"
+  # #3's suite forced onto the table's bulk modes (its own shapes are small batches, where the
+  # table picks the register modes)
+  # shellcheck disable=SC2086 # a word list
+  FORCED_MODULE=kernels/gdn_ucache_flush.py forced_suites k6 128 60 4 ${K6_FORCED:-13 10}
   # the Triton baseline is the series' op, loaded by path from the patched tree (tests/series/
-  # triton_baseline_adapter.py): the host bundle's site, else a carried vllm/
-  export GDN_SERIES_VLLM_ROOT=${GDN_SERIES_VLLM_ROOT:-${GDN_HOST_SITE:-$PWD/vllm}}
+  # triton_baseline_adapter.py): the host bundle's site, else patch 1's files materialised from
+  # patches/ (the light carry has no vLLM tree)
+  if [[ -n ${GDN_HOST_SITE:-} ]]; then
+    export GDN_SERIES_VLLM_ROOT=${GDN_SERIES_VLLM_ROOT:-$GDN_HOST_SITE}
+  else
+    # shellcheck disable=SC1091
+    source bench/triton_gpu_checks.sh
+    triton_prepare
+  fi
   # the issue's benchmark: ours vs flashinfer vs the Triton baseline vs the floor, one process
   # per arm (the JSON is rewritten after every HV block, so a timeout keeps what was timed)
   for arm in serving bf16; do
     timeout "${K6_BENCH_S:-95}" python3 bench/bench_ucache.py --arms "$arm" --reps 10 \
-      --out "$out" --tag "final-${K6_TAG:-v5b}-$arm" --backends ours flashinfer triton_vllm 2>&1 |
+      --out "$out" --tag "final-${K6_TAG:-v10}-$arm" --backends ours flashinfer triton_vllm 2>&1 |
       tee "$out/bench-$arm.log" | grep -vE '^# (v|compil)' || true
   done
   # what the hi/lo split costs now (nosplit: flashinfer-level precision), verify and 20 %, and
@@ -472,7 +484,7 @@ k6)
   timeout 55 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 8 \
     --flush 0 20 100 --budget-s 45 --json "$out/candidates-k6.json" --backends flashinfer \
     --modules ours=kernels/gdn_ucache_flush.py \
-    --variants ${K6_CANDIDATES:-ours:base ours:bv128+late3+mbp0 ours:bv128+late3+mbp5 ours:bv128+late1+mbp6} 2>&1 |
+    --variants ${K6_CANDIDATES:-ours:base ours:bv128+late10+mbp0 ours:bv128+late13+mbp0 ours:bv128+late3+mbp5} 2>&1 |
     tee "$out/candidates-k6.log" | grep -v '^# v' | tail -n 40 || true
   echo "# h200_run k6: $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k6.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"

@@ -80,7 +80,7 @@ Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
 Instructions: mma.sync, ldmatrix, ld/st.global (16-byte vectors), cp.async, cp.async.bulk with
 mbarrier (sm_90+), shfl, exit; no wgmma/tcgen05 and no TMA tensor maps, so the same code compiles
 for sm_90a and sm_100a. Tested on: SM90 (H200: conformance and timing against flashinfer,
-2026-12-04, results/kernel/k15). SM100 (B200) is compile-checked only (CI builds sm_100a).
+2026-12-04, results/kernel/v10-k6). SM100 (B200) is compile-checked only (CI builds sm_100a).
 
 Versions (kernels/NOTES.md has every measurement): v5b (registers only; shipped in sessions 6-11)
 is this file's late 0-3; v10 (session 12) adds the bulk-copy modes: late10 at B=32..127 and
