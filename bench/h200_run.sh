@@ -74,6 +74,10 @@
 #                                  # split, late12 at 7 without it -- #3's suite forced onto
 #                                  # four forms, ncu, then all vs the BV=128 forms, v5b and
 #                                  # flashinfer on the serving grid at B >= 8
+#   bash bench/h200_run.sh k15     # ~150 s (session 12): why verify-only at HV=32 stays 1.08x
+#                                  # flashinfer while HV=64 is at parity: ncu of the shipped table
+#                                  # and flashinfer at HV 32/64 x B 256/128 (HV=32 B=256 and HV=64
+#                                  # B=128 launch the same 8192 CTAs), then the sass mode
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -403,6 +407,14 @@ k14)
     tee "$out/sweep-k14-serving.log" | grep -v '^# v' || true
   echo "# h200_run k14: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k14.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k15)
+  # why verify-only at HV=32 is 1.08x flashinfer and HV=64 is not: the same CTA count (8192) at
+  # HV=32 B=256 and HV=64 B=128, shipped table (late13) vs flashinfer; then the SASS stall profile
+  ncu_profile ncu-k15 90 --backends ours flashinfer --hv 32 64 --batch 256 128 --flush 0
+  bash "$0" sass
+  rm -f "$out"/*.ncu-rep
+  echo "# h200_run k15: wall $((SECONDS - t_all)) s"
   ;;
 sass)
   GDN_UCACHE_OURS_MODULE=${SASS_MODULE:-kernels/gdn_ucache_flush.py} timeout 170 ncu \
