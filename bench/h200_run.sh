@@ -281,6 +281,7 @@ k8)
   echo "# ncu wall $((SECONDS - t0)) s; h200_run k8: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k8.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
+# k4, k9-k14 force removed late modes: they ran at commits before the cleanup (git checkout <rev>)
 k9)
   NEXTF=kernels/gdn_ucache_flush_next.py
   # the modes whose conformance runs (#3's suite, in parallel); the first is the one profiled

@@ -78,18 +78,8 @@ CANDIDATES = (
     "bv128+late1+mbp6",
     "bv128+late3+mbp0",  # no launch bound: 80 registers, no spills, 6 CTAs/SM (ptxas_regs.py)
     "bv128+late1+mbp0",  # v6 (dropped): 89 registers, no spills, 5 CTAs/SM
-    "bv64+late4",  # next (v7): state staged in smem; 72 registers, no spills, ~39 KB smem: 5/SM
-    "bv128+late4",  # next (v7): 61 registers, no spills, ~61 KB smem: 3 CTAs/SM
-    "bv128+late5",  # next (v8): tile 0 in registers, tile 1 staged in smem at entry; 92 registers
-    "bv128+late5+mbp5",  # no spills, 45.2 KB smem: 5 CTAs/SM by both
-    "bv128+late6+mbp0",  # next (v9 step 1): one reused 16 KB stage; 66 registers, 45.2 KB: 5/SM
-    "bv128+late7+mbp0",  # next (v9 step 2): late6 by bulk copies on per-warp mbarriers; 64 regs
-    "bv128+late8+mbp0",  # next: both tiles by bulk copies at entry; 70 regs, 33 KB stage: 3/SM
-    "bv128+late9+mbp0",  # next: tile 0 in registers, tile 1 by bulk copies, both at entry; 92: 5
     "bv128+late10+mbp0",  # next (session 11): two 2 KB copies per warp-tile; 64 regs, 44.4 KB: 5
-    "bv128+late12+mbp0",  # next: late10 in 36.4 KB (projections over xs, fold from the window): 6
     "bv64+late10+mbp0",  # next: one tile per warp (no second trip); 60 regs, 39.6 KB: 5
-    "bv64+late12+mbp0",  # next: 62 regs, 33.3 KB: 6 (7 without the hi/lo split: k14)
     "bv64+late13+mbp0",  # next: no fp32 [k; q] tile, no kb copy; 64 regs, 31.5 KB: 7 CTAs/SM
     "bv128+late13+mbp0",  # next: 60 regs, 36.4 KB: 6
     "bv64+mbp7",

@@ -84,8 +84,8 @@ for sm_90a and sm_100a. Tested on: SM90 (H200: conformance and timing against fl
 
 Versions (kernels/NOTES.md has every measurement): v5b (registers only; shipped in sessions 6-11)
 is this file's late 0-3; v10 (session 12) adds the bulk-copy modes: late10 at B=32..127 and
-late13 at B >= 128 (results/kernel/k14). The other late modes (4-9, 11, 12) are measured
-experiments kept so their results can be re-run; none is in the table.
+late13 at B >= 128 (results/kernel/k14). The other late modes (4-9, 11, 12) were measured
+experiments; they live in git history before the cleanup that removed them (kernels/NOTES.md).
 """
 
 import contextlib
@@ -562,40 +562,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             sa_t.append(chunks)
         return sa_t
 
-    def stage_slot(stage: Any, tid: Any, ti: int, rr: int, i: int) -> Any:
-        """Chunk (ti, rr, i) of thread tid in the state stage (Int32 words): a quarter-warp's
-        chunks are 128 consecutive bytes (conflict-free 16-byte shared loads)."""
-        return stage + 4 * ((ti * 8 + rr * 4 + i) * THREADS + tid)
-
-    def stage_state_tiles(
-        st_head: Any,
-        stage: Any,
-        v0: Any,
-        warp: Any,
-        tid: Any,
-        ntile: int,
-        first: int,
-        tiles: int,
-        g4: Any,
-        c4: Any,
-        live: Any,
-        skip: bool,
-    ) -> None:
-        """v7/v8: cp.async of this thread's chunks of its state tiles first..tiles-1 (the same
-        16-byte chunks load_state_tile reads) into its own slots of `stage` (Int32 words; tile
-        first goes to stage tile 0); no registers while in flight (slots: stage_slot). Pad rows
-        (live false) zero-fill from slot 0's in-bounds addresses. Commits its own group."""
-        if not skip:
-            for ti in range(first, tiles):
-                for rr in range(2):
-                    for i in range(4):
-                        cp_async16(
-                            stage_slot(stage, tid, ti - first, rr, i),
-                            state_chunk(st_head, v0, warp, ti, ntile, g4, c4, rr, i),
-                            live,
-                        )
-        cute.arch.cp_async_commit_group()
-
     # bulk-staged tile of one warp: even rows, then odd rows 64 bytes further (256-byte rows)
     BULK_WARP_WORDS = 1024 + 16  # 4 KB of rows + the 64-byte shift of the odd rows
 
@@ -615,55 +581,29 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         ti: int,
         ntile: int,
         lane: Any,
-        both: bool = False,
-        halves: bool = False,
     ) -> None:
-        """v9 step 2 (late7): this warp's state tile warp + 4 ti (16 rows x 256 bytes) into its
-        part of `stage` by 16 bulk async copies, one row each (lanes 0-15), that complete on the
-        warp's mbarrier; lane 0 arms the barrier for the 4096 bytes first. The copy engine moves
-        the bytes: no load/store-unit instruction per 16 bytes, no registers in flight.
-        `both` (late8, ti = 0): tiles 0 and 1 at once, lane l copying row l % 16 of tile l // 16
-        into stage tile l // 16, all 8192 bytes on one barrier phase.
-        `halves` (late10/11): lanes 0 and 1 copy tile rows 0-7 and 8-15 (2 KB each) to the
-        even-row and odd-row blocks of bulk_row's layout (see the kernel's row permutation)."""
+        """This warp's state tile warp + 4 ti (16 rows x 256 bytes, 4 KB contiguous in the pool)
+        into its part of `stage` by two bulk async copies that complete on the warp's mbarrier:
+        lanes 0 and 1 copy tile rows 0-7 and 8-15 (2 KB each) to the even-row and odd-row blocks
+        of bulk_row's layout (see the kernel's row permutation); lane 0 arms the barrier for the
+        4096 bytes first. The copy engine moves the bytes: no load/store-unit instruction per 16
+        bytes, no registers in flight."""
         cute.arch.inline_ptx(
             "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0;"
             " @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [{$r0}], {$r1}; }",
-            read_only_args=[mbar_w.toint(), Int32((2 if both else 1) * 16 * 256), lane],
+            read_only_args=[mbar_w.toint(), Int32(16 * 256), lane],
         )
         cute.arch.sync_warp()
-        lr = lane % 16
-        if both:
-            slot_t = lane // 16
-            tile_ld = (warp + 4 * slot_t) % ntile
-            src = st_head + Int64((v0 + tile_ld * 16 + lr) * K_DIM)
-            dst = stage + (slot_t * 4 * BULK_WARP_WORDS + bulk_row(warp, lr))
-            cute.arch.inline_ptx(
-                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                " [{$r0}], [{$r1}], 256, [{$r2}];",
-                read_only_args=[dst.toint(), src.toint(), mbar_w.toint()],
-            )
-        elif halves:
-            tile_ld = (warp + 4 * ti) % ntile
-            hh = lane % 2
-            src = st_head + Int64((v0 + tile_ld * 16 + 8 * hh) * K_DIM)
-            dst = stage + bulk_row(warp, hh)  # block hh: rows 0-7 / 8-15 of the tile
-            cute.arch.inline_ptx(
-                "{ .reg .pred p; setp.lt.s32 p, {$r3}, 2;"
-                " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                " [{$r0}], [{$r1}], 2048, [{$r2}]; }",
-                read_only_args=[dst.toint(), src.toint(), mbar_w.toint(), lane],
-            )
-        else:
-            tile_ld = (warp + 4 * ti) % ntile
-            src = st_head + Int64((v0 + tile_ld * 16 + lr) * K_DIM)
-            dst = stage + bulk_row(warp, lr)
-            cute.arch.inline_ptx(
-                "{ .reg .pred p; setp.lt.s32 p, {$r3}, 16;"
-                " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                " [{$r0}], [{$r1}], 256, [{$r2}]; }",
-                read_only_args=[dst.toint(), src.toint(), mbar_w.toint(), lane],
-            )
+        tile_ld = (warp + 4 * ti) % ntile
+        hh = lane % 2
+        src = st_head + Int64((v0 + tile_ld * 16 + 8 * hh) * K_DIM)
+        dst = stage + bulk_row(warp, hh)  # block hh: rows 0-7 / 8-15 of the tile
+        cute.arch.inline_ptx(
+            "{ .reg .pred p; setp.lt.s32 p, {$r3}, 2;"
+            " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+            " [{$r0}], [{$r1}], 2048, [{$r2}]; }",
+            read_only_args=[dst.toint(), src.toint(), mbar_w.toint(), lane],
+        )
 
     def fold_bfrag(kcs: Any, KPW: int, lane: Any, t16: int, half: int, dt: torch.dtype) -> Any:
         """The fold's B fragment word (t16, half) of this lane from the k window itself (what the
@@ -674,12 +614,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         kpc = (kg // 2) * 8 + 32 * (t16 // 4) + 2 * (t16 % 4) + (kg % 2)
         return pack2(Float32(kcs[kj * 2 * KPW + kpc]), Float32(kcs[(kj + 1) * 2 * KPW + kpc]), dt)
 
-    def bulk_slot(stage: Any, warp: Any, g4: Any, c4: Any, rr: int, i: int, slot_t: int) -> Any:
-        """Chunk (rr, i) of thread (g4, c4) in its warp's bulk-staged tile in stage tile slot_t
-        (Int32 words): row g4 + 8 rr (bulk_row), columns c4*8 + 32 i + 0..7."""
-        return stage + (
-            slot_t * 4 * BULK_WARP_WORDS + bulk_row(warp, g4 + 8 * rr) + i * 16 + c4 * 4
-        )
+    def bulk_slot(stage: Any, warp: Any, g4: Any, c4: Any, rr: int, i: int) -> Any:
+        """Chunk (rr, i) of thread (g4, c4) in its warp's bulk-staged tile (Int32 words): row
+        g4 + 8 rr (bulk_row), columns c4*8 + 32 i + 0..7."""
+        return stage + (bulk_row(warp, g4 + 8 * rr) + i * 16 + c4 * 4)
 
     def read_bulk_tile(
         stage: Any,
@@ -688,24 +626,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         c4: Any,
         skip: bool,
         again: bool = False,
-        slot_t: int = 0,
     ) -> list:
         """The A fragments of this warp's bulk-staged tile (layout of load_state_tile)."""
         return [
             [
-                (Int32(0),) * 4
-                if skip
-                else lds_v4(bulk_slot(stage, warp, g4, c4, rr, i, slot_t), again)
-                for i in range(4)
-            ]
-            for rr in range(2)
-        ]
-
-    def read_staged_tile(stage: Any, tid: Any, ti: int, skip: bool, again: bool = False) -> list:
-        """The A fragments of tile ti from this thread's stage slots (layout of load_state_tile)."""
-        return [
-            [
-                (Int32(0),) * 4 if skip else lds_v4(stage_slot(stage, tid, ti, rr, i), again)
+                (Int32(0),) * 4 if skip else lds_v4(bulk_slot(stage, warp, g4, c4, rr, i), again)
                 for i in range(4)
             ]
             for rr in range(2)
@@ -997,72 +922,36 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # live through the prologue; their latency overlaps the first tile's MMAs)
             # late=3: one deferred tile, loaded only after the previous tile's projection and fold
             # (fewest live registers; its load latency is then exposed)
-            # late=4 (v7): every state tile goes by cp.async into shared memory at entry (no
-            # registers in flight, like flashinfer's TMA stage); the projection and the fold
-            # read it from there, so no state register lives across the prologue or the fold
-            # late=5 (v8): the first tile in registers at entry as late3 loads it, the deferred
-            # tile by cp.async into shared memory at entry too (late3's exposed second trip
-            # gone; 16 KB of stage, so shared memory still fits 5 CTAs/SM at BV=128).
-            # late=6 (v9, step 1): every tile through ONE reused stage tile: tile 0 by cp.async at
-            # entry, each later tile into the same slots once this thread has read the previous
-            # one (the slots are thread-private: no barrier), so no state register lives across
-            # the prologue and shared memory holds one tile (16 KB at BV=128), as flashinfer's
-            # one TMA buffer for both halves (results/kernel/sass-s10).
-            # Staged tiles: the last n_staged tiles of each warp (n_early = the others);
-            # stage_tiles = the tile slots allocated (1 when they are reused).
-            # late=7 (v9, step 2): late6's schedule with the copies made by the copy engine: each
-            # warp's tile is 4 KB contiguous in the pool and goes by 16 bulk async copies (one
-            # row each) on the warp's mbarrier (k9 showed per-thread cp.async of the state
-            # costing more than the residency it buys: results/kernel/v9s1-k9).
-            # late=8: both tiles by bulk copies at entry into two stage tiles (one barrier phase,
-            # no second dependent trip; 33 KB of stage: 3 CTAs/SM unless the `alias` knock-out).
-            # late=9: v8's split with the copy engine: tile 0 into registers at entry (v5b's
-            # loads), tile 1 by bulk copies at entry into one stage tile: both in flight from
-            # entry, no per-thread cp.async (v8 staged by cp.async and lost: v8-k4).
-            # late=10 / 11 (session 11): late7 / late9 with each warp-tile moved by TWO bulk
-            # copies of 2 KB (tile rows 0-7 and 8-15, contiguous in the pool) instead of 16 row
-            # copies: the copy instruction takes warp-uniform operands, so 16 lanes' copies ran
-            # as a 16-pass ELECT loop (~20 % of late7's stall samples at 8 CTAs/SM,
-            # results/kernel/k10). The two halves keep the conflict-free placement (rows 8-15
-            # 2 KB + 64 bytes after rows 0-7) by permuting which tile row each MMA row holds:
-            # MMA row m <- tile row (m % 2) * 8 + m // 2, so the 16-byte read of MMA row m lands
-            # where late7 stored tile row m (bulk_row) and the shared reads are unchanged; phase
-            # 4 writes its projections, fold inputs and folded rows under the same permutation.
-            # BV=128 only for 7-11 (every warp owns its tiles).
-            # late=12: late10 in less shared memory (37.5 KB at T=4: 6 CTAs/SM, which late7's
-            # residency curve put at 92 us vs 108 at 4, results/kernel/k10): the projections
-            # (ds) take the [k; q] tile's place (xs) after a CTA barrier that ends phase 3 (the
-            # score and Gram warps read xs while the others start phase 4), and the fold builds
-            # its k-window B fragments from the window itself instead of a 4 KB copy (kb).
-            self.compact = late == 12
+            # late=10 / 13 (bulk): every warp's state tiles go through ONE reused shared-memory
+            # stage tile (16 KB at BV=128): tile 0 at entry, each later tile into the same slots
+            # once every lane of the warp has read the previous one, so no state register lives
+            # across the prologue. Each warp-tile is 4 KB contiguous in the pool and goes by TWO
+            # bulk async copies of 2 KB (tile rows 0-7 and 8-15) on the warp's mbarrier: the copy
+            # engine moves the bytes (per-thread cp.async of the state cost more than the
+            # residency it bought: results/kernel/v9s1-k9; one copy per row ran as a 16-pass ELECT
+            # loop: results/kernel/k10). The two halves keep a conflict-free placement (bulk_row:
+            # rows 8-15 2 KB + 64 bytes after rows 0-7) by permuting which tile row each MMA row
+            # holds: MMA row m <- tile row (m % 2) * 8 + m // 2; phase 4 writes its projections,
+            # fold inputs and folded rows under the same permutation. BV=64/128 (every warp owns
+            # its tiles). The measured experiments late4-9, 11, 12 live in git history before
+            # this cleanup (kernels/NOTES.md).
+            self.bulk = late in BULK_LATES
             # late=13: late10 without the fp32 [k; q] tile (xs) and without the fold-fragment copy
             # (kb): phase 1 writes the projection's x fragments itself, the Gram reads them as its
-            # A operand, the fold builds its k-window fragments from the window (late12's): one CTA
-            # barrier fewer (the kb build's). At BV=64 it needs 31.5 KB: 7 CTAs/SM with the hi/lo
-            # split. Needs 16-byte q/k rows, the fragments in smem and ring dtype == state dtype
-            # (else it is late10 with the fold's fragments from the window).
+            # A operand, the fold builds its k-window fragments from the window: one CTA barrier
+            # fewer (the kb build's). At BV=64 it needs 31.5 KB: 7 CTAs/SM with the hi/lo split.
+            # The x fragments need 16-byte q/k rows, the fragments in smem and ring dtype ==
+            # state dtype (else it is late10 with the fold's fragments from the window).
             self.xdirect = late == 13 and vec_qk and bsmem and ring_dtype == st_dtype
-            self.fold_from_window = late in (12, 13)
-            self.bulk = late in BULK_LATES
-            self.bulk_both = late == 8
-            self.bulk_halves = late in (10, 11, 12, 13)
+            self.fold_from_window = late == 13
             # the v slice kept as its raw 16-bit elements (exact; converted where the epilogue
             # reads them): -1056 bytes at T=4, which late10 needs for 5 CTAs/SM (45.6 KB +
             # 1 KiB reserved per CTA did not fit 227 KiB five times: ncu, results/kernel/k13)
-            self.vs16 = self.bulk_halves
-            self.n_staged = (
-                1
-                if late in (5, 9, 11)
-                else self.TILES_PER_WARP
-                if late in (4, 6, 7, 8, 10, 12, 13)
-                else 0
-            )
-            self.reuse_stage = late in (6, 7, 10, 12, 13)
-            self.stage_tiles = 1 if self.reuse_stage else self.n_staged
-            self.bulk_slot_words = 4 * 16 * self.stage_tiles  # the odd rows' 64-byte shifts
+            self.vs16 = self.bulk
             self.late_seq = late == 3
+            # state tiles per warp loaded late (registers) or staged (bulk: all of them)
             late_tiles = min(1 if late == 3 else late, self.TILES_PER_WARP)
-            self.late = self.n_staged if self.n_staged else late_tiles
+            self.late = self.TILES_PER_WARP if self.bulk else late_tiles
             self.mbp = mbp
             # persistent CTAs: grid z = nprog < B programs, each walking rows z0, z0 + nprog, ...
             # and prefetching the next row's cursors and state tiles during the current row
@@ -1091,7 +980,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
             # preferred shared-memory carve-out in percent (-1: the driver's choice). Without
             # launch bounds the driver may pick a carve-out that holds fewer CTAs than fit in
-            # 228 KiB (late7, 45.6 KB: 196 KiB, 4 CTAs/SM; ncu, results/kernel/v9s2-k9)
+            # 228 KiB (the removed late7, 45.6 KB: 196 KiB, 4 CTAs/SM; ncu, results/kernel/v9s2-k9)
             self.carveout = carveout
 
         @cute.jit
@@ -1275,11 +1164,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
 
             # Shared memory is kept small (~29 KB at BV=128, T=4) so that it never limits the CTAs
             # per SM below what the registers allow: the windows stay in their 16-bit ring dtype.
-            # compact (late12): ds lives here too once phase 3 is over
-            xs_ptr = big(
-                Float32,
-                max(XR * K_DIM, BV * DSP) if self.compact else 4 if self.xdirect else XR * K_DIM,
-            )
+            xs_ptr = big(Float32, 4 if self.xdirect else XR * K_DIM)
             xs = cute.make_tensor(xs_ptr, cute.make_layout(XR * K_DIM))
             kc16 = big(self.ring_c, NBUF * 16 * 2 * KPW)
             uw16 = big(self.ring_c, NBUF * 16 * UWS)
@@ -1310,9 +1195,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
             # projections S0 x_n per row, read back in the epilogue's MMA layout (holding them in
             # registers across the fold costs ~36 registers: measured with ptxas)
-            ds = cute.make_tensor(
-                xs_ptr if self.compact else big(Float32, BV * DSP), cute.make_layout(BV * DSP)
-            )
+            ds = cute.make_tensor(big(Float32, BV * DSP), cute.make_layout(BV * DSP))
             # M = (I + A)^-1 diag(beta): the token coupling of the solve as one T x T matrix
             mmat = cute.make_tensor(
                 smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
@@ -1324,16 +1207,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 big(Int16, T * VSS) if self.vs16 else big(Float32, T * VSS),
                 cute.make_layout(T * VSS),
             )
-            # v7 (late4) / v8 (late5): this CTA's staged state tiles, 32 words per thread per
-            # tile (16 rows per warp x 128 x 2 B)
+            # bulk: the reused stage tile, one per warp (bulk_row's layout: 16 rows x 256 bytes
+            # plus the odd rows' 64-byte shift)
             stage = smem.allocate_array(
                 Int32,
-                self.stage_tiles * 32 * THREADS + (self.bulk_slot_words if self.bulk else 0)
-                if self.n_staged
-                else 4,
+                4 * BULK_WARP_WORDS if self.bulk else 4,
                 byte_alignment=128 if self.bulk else 16,
             )
-            # v9 step 2: one mbarrier per warp (its tile's bulk copies complete on it)
+            # one mbarrier per warp (its tile's bulk copies complete on it)
             mbar_w = smem.allocate_array(Int64, 4, byte_alignment=8) + warp if self.bulk else None
             if cutlass.const_expr(self.pad_bytes > 0):
                 smem.allocate_array(Int32, self.pad_bytes // 4, byte_alignment=16)
@@ -1436,24 +1317,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     cute.arch.mbarrier_init_fence()
                 cute.arch.sync_warp()
                 if cutlass.const_expr(not skip_state):
-                    bulk_stage_tile(
-                        st_head0,
-                        stage,
-                        mbar_w,
-                        v0,
-                        warp,
-                        n_early,
-                        self.NTILE,
-                        lane,
-                        self.bulk_both,
-                        self.bulk_halves,
-                    )
-            elif cutlass.const_expr(self.n_staged):
-                # after the windows' group, so that the prologue can wait for the windows alone
-                stage_state_tiles(
-                    st_head0, stage, v0, warp, tid, self.NTILE, n_early,
-                    n_early + self.stage_tiles, g4, c4, slot >= Int32(0), skip_state,
-                )  # fmt: skip
+                    # tile 0 at entry (n_early = 0: every tile is staged)
+                    bulk_stage_tile(st_head0, stage, mbar_w, v0, warp, 0, self.NTILE, lane)
             kpk_pre = []
             if cutlass.const_expr(self.early):
                 # The cursor-independent part of phase 1, while the state and windows are in
@@ -1709,8 +1574,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 )
 
                     if cutlass.const_expr(self.early):
-                        # the windows and the g row (entry); v7: the state group may still fly
-                        cute.arch.cp_async_wait_group(1 if self.n_staged and not self.bulk else 0)
+                        # the windows and the g row (entry)
+                        cute.arch.cp_async_wait_group(0)
                     cute.arch.sync_threads()
                     if cutlass.const_expr(self.early):
                         # G* (0 for an empty window), the window weights w_j = e^{G* - g_j} (read
@@ -1871,9 +1736,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 mmat[s_ * T + lane] = m_s
 
                     # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ---------
-                    if cutlass.const_expr(self.compact):
-                        cute.arch.sync_threads()  # xs is dead from here: ds takes its place
-                    if cutlass.const_expr(not self.late_seq and not self.n_staged):
+                    if cutlass.const_expr(not self.late_seq and not self.bulk):
                         for ti in cutlass.range_constexpr(n_early, self.TILES_PER_WARP):
                             sa_tiles.append(
                                 load_state_tile(
@@ -1898,50 +1761,23 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         if tile < self.NTILE:
                             lr0 = tile * 16 + g4
                             rows = (lr0, lr0 + 8)
-                            if cutlass.const_expr(self.bulk_halves and ti >= n_early):
+                            if cutlass.const_expr(self.bulk):
                                 # MMA row m holds tile row (m % 2) * 8 + m // 2 (halves copies)
                                 rows = (
                                     tile * 16 + (g4 % 2) * 8 + g4 // 2,
                                     tile * 16 + (g4 % 2) * 8 + g4 // 2 + 4,
                                 )
-                            if cutlass.const_expr(self.bulk and ti >= n_early):
-                                if cutlass.const_expr(
-                                    ti > n_early and not skip_state and not self.bulk_both
-                                ):
+                                if cutlass.const_expr(ti > 0 and not skip_state):
                                     # every lane of the warp has read tile ti - 1 (the MMAs
                                     # consumed it); generic reads before the async-proxy writes
                                     cute.arch.sync_warp()
                                     cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
                                     bulk_stage_tile(
-                                        st_head, stage, mbar_w, v0, warp, ti, self.NTILE, lane,
-                                        False, self.bulk_halves,
-                                    )  # fmt: skip
-                                if cutlass.const_expr(
-                                    not skip_state and (ti == n_early or not self.bulk_both)
-                                ):
-                                    cute.arch.mbarrier_wait(mbar_w, (ti - n_early) % 2)
-                                sa = read_bulk_tile(
-                                    stage, warp, g4, c4, skip_state, False,
-                                    ti if self.bulk_both else 0,
-                                )  # fmt: skip
-                            elif cutlass.const_expr(self.n_staged and ti >= n_early):
-                                if cutlass.const_expr(self.reuse_stage and ti > n_early):
-                                    # v9: this thread has read tile ti - 1 from its slots (the
-                                    # projection's and the fold's MMAs consumed it): tile ti
-                                    # goes into the same slots (the deferred trip, as late3's)
-                                    stage_state_tiles(
-                                        st_head, stage, v0, warp, tid, self.NTILE, ti, ti + 1,
-                                        g4, c4, slot >= Int32(0), skip_state,
-                                    )  # fmt: skip
-                                if cutlass.const_expr(ti == n_early or self.reuse_stage):
-                                    # this thread's own staged chunks have landed (no barrier:
-                                    # each thread reads only the chunks it copied); v8 waits only
-                                    # after the register tile's projection and fold
-                                    cute.arch.cp_async_wait_group(0)
-                                sa = read_staged_tile(
-                                    stage, tid, 0 if self.reuse_stage else ti - n_early,
-                                    skip_state,
-                                )  # fmt: skip
+                                        st_head, stage, mbar_w, v0, warp, ti, self.NTILE, lane
+                                    )
+                                if cutlass.const_expr(not skip_state):
+                                    cute.arch.mbarrier_wait(mbar_w, ti % 2)
+                                sa = read_bulk_tile(stage, warp, g4, c4, skip_state)
                             elif cutlass.const_expr(self.late_seq and ti >= n_early):
                                 sa = load_state_tile(
                                     st_head, v0, warp, ti, self.NTILE, g4, c4, skip_state
@@ -2018,20 +1854,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         )
                                     )
                                 newc = [[[None] * 4 for _ in range(4)] for _ in range(2)]
-                                if cutlass.const_expr(self.bulk and ti >= n_early):
-                                    sa = read_bulk_tile(
-                                        stage, warp, g4, c4, skip_state, True,
-                                        ti if self.bulk_both else 0,
-                                    )  # fmt: skip
-                                elif cutlass.const_expr(self.n_staged and ti >= n_early):
+                                if cutlass.const_expr(self.bulk):
                                     # re-read: shared, not L2
-                                    sa = read_staged_tile(
-                                        stage,
-                                        tid,
-                                        0 if self.reuse_stage else ti - n_early,
-                                        skip_state,
-                                        True,
-                                    )
+                                    sa = read_bulk_tile(stage, warp, g4, c4, skip_state, True)
                                 for t16 in cutlass.range_constexpr(16):
                                     fi, fw = t16 // 4, t16 % 4
                                     if cutlass.const_expr(self.fold_from_window):
@@ -2118,10 +1943,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             graw + (1 - buf) * RING_SLOTS, BV, KPW,
                         )  # fmt: skip
 
-                    if cutlass.const_expr(self.n_staged):
-                        # every thread drains its stage copies here: warps without a tile (BV < 64)
-                        # never read theirs, and no copy may still land after the CTA exits (a
-                        # no-op for the threads that waited before their staged tile)
+                    if cutlass.const_expr(self.bulk):
+                        # no cp.async group is open here (the bulk copies complete on the
+                        # mbarriers): a no-op wait, kept from the cp.async-staged experiments so
+                        # that the code is the one measured (results/kernel/k14)
                         cute.arch.cp_async_wait_group(0)
                     # ---- phase 5: history, residual, solve, outputs and u appends on mma.sync ----
                     # In the projection's accumulator layout (rows g4, g4 + 8 of a tile x columns
@@ -2352,27 +2177,18 @@ def _arch_string(device: torch.device | None) -> str:
     return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
 
 
-# Launch knob `late`: where each warp's state tiles go and when.
-# launch modes that stage the state in shared memory (one row per CTA), and those of them that
-# move it by bulk async copies on per-warp mbarriers
-STAGED_LATES = (4, 5, 6, 7, 8, 9, 10, 11, 12, 13)
-BULK_LATES = (7, 8, 9, 10, 11, 12, 13)
+# Launch knob `late`: where each warp's state tiles go and when. The measured experiments
+# late4-9, 11 and 12 live in git history before this cleanup (kernels/NOTES.md).
+# launch modes that stage the state in shared memory by bulk async copies on per-warp mbarriers
+# (one row per CTA)
+BULK_LATES = (10, 13)
 LATE_MODES = {
     0: "every tile into registers at entry",
     1: "the last tile into registers at the projection",
     2: "two tiles into registers at the projection",
     3: "the last tile into registers after the first tile's projection and fold",
-    4: "every tile by cp.async into shared memory at entry (v7)",
-    5: "the first tile into registers and the last into shared memory, both at entry (v8)",
-    6: "every tile through one reused shared-memory tile: the first at entry, each next one "
-    "after the previous tile's projection and fold (v9)",
-    7: "late6 with bulk async copies on a per-warp mbarrier (v9 step 2; BV=64/128)",
-    8: "every tile by bulk async copies at entry into its own stage tile (BV=128)",
-    9: "the first tile into registers and the last by bulk async copies, both at entry (BV=128)",
-    10: "late7 with two 2 KB bulk copies per warp-tile and permuted MMA rows (BV=64/128)",
-    11: "late9 with two 2 KB bulk copies for the last tile and permuted MMA rows (BV=128)",
-    12: "late10 in 37.5 KB of shared memory: projections over the [k; q] tile, fold fragments "
-    "from the k window (BV=64/128)",
+    10: "each warp's state tiles by two 2 KB bulk async copies per 16-row tile into one reused "
+    "shared stage on a per-warp mbarrier, permuted MMA rows (BV=64/128)",
     13: "late10 without the fp32 [k; q] tile (phase 1 writes the x fragments, the Gram reads "
     "them) and with the fold's fragments from the k window: 7 CTAs/SM at BV=64 (BV=64/128)",
 }
@@ -2409,17 +2225,16 @@ def compile_variant(
             f"late={late} (GDN_UCACHE_LATE or the launch table): expected one of "
             + ", ".join(f"{k} ({v})" for k, v in LATE_MODES.items())
         )
-    # bulk-staged modes: every warp owns its tiles (BV >= 64); two tiles per warp (BV=128) for
-    # the modes that split or pair them (8, 9, 11). BV=64 (one tile per warp, both CTAs of a
-    # 128-row head in flight at once: no second dependent trip) since session 11.
-    bulk_bv = (64, 128) if late in (7, 10, 12, 13) else (128,)
+    # bulk-staged modes: every warp owns its tiles (BV >= 64). BV=64 (one tile per warp, both
+    # CTAs of a 128-row head in flight at once: no second dependent trip) since session 11.
+    bulk_bv = (64, 128)
     if late in BULK_LATES and BV not in bulk_bv:
         need = " or ".join(str(b) for b in bulk_bv)
         raise ValueError(
             f"late={late} (bulk-staged state) needs BV={need} (every warp owns its tiles), got "
             f"BV={BV}: set GDN_UCACHE_BV={bulk_bv[-1]} or another GDN_UCACHE_LATE"
         )
-    if late in STAGED_LATES and persist:
+    if late in BULK_LATES and persist:
         raise ValueError(
             f"late={late} (state staged in shared memory) runs one row per CTA: unset "
             "GDN_UCACHE_LATE or set GDN_UCACHE_PERSIST=0"
@@ -2438,7 +2253,8 @@ def compile_variant(
     bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     # Bulk-staged modes hold 37-46 KB of shared memory per CTA: they ask for the largest
-    # carve-out (the driver's own pick gave late7 4 CTAs/SM where 5 fit: results/kernel/v9s2-k9).
+    # carve-out (the driver's own pick gave the removed late7 4 CTAs/SM where 5 fit:
+    # results/kernel/v9s2-k9).
     # -1 = no preference (the driver's); GDN_UCACHE_CARVEOUT overrides.
     carveout = int(
         os.environ.get("GDN_UCACHE_CARVEOUT", "").strip() or (100 if late in BULK_LATES else -1)

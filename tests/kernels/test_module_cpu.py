@@ -198,12 +198,10 @@ _VARIANTS_NEXT = [
     [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 0, 1, 2],
     [8, 16, 64, 64, "fp16", "fp16", "fp16", 0, 1, 1, 2],
     [4, 2, 4, 128, "bf16", "fp16", "fp16", 0, 3, 1, 2],
-    # late5 (v8 in next; the shipped file reads it as two late tiles): T=8 with stochastic
-    # rounding, and BV=64 where the staged tile is the warp's only one
-    [8, 16, 48, 128, "bf16", "bf16", "bf16", 1, 5, 0],
-    [6, 16, 32, 64, "fp16", "fp16", "fp16", 0, 5, 0],
-    # and BV=32, where warps 2-3 hold no tile and only drain their stage copies
-    [2, 16, 32, 32, "bf16", "fp16", "fp16", 0, 5, 0],
+    # the bulk-staged modes (late13 / late10 in next; the shipped file reads them as every tile
+    # late): T=8 with stochastic rounding, and BV=64 where the staged tile is the warp's only one
+    [8, 16, 48, 128, "bf16", "bf16", "bf16", 1, 13, 0],
+    [6, 16, 32, 64, "fp16", "fp16", "fp16", 0, 10, 0],
 ]
 
 
@@ -261,28 +259,6 @@ def test_compile_sm90a_variants(tmp_path: Path, path: Path) -> None:
     print(f"sm_90a compile seconds per variant: {timings}")
 
 
-def _stages_state(path: Path) -> bool:
-    # v7 and later: launch knob late=4 stages the state tiles in shared memory
-    return "def stage_state_tiles(" in path.read_text()
-
-
-@pytest.mark.skipif(not NEXT.exists() or not _stages_state(NEXT), reason="no staged-state next")
-def test_staged_state_compiles_to_shared_reads(tmp_path: Path) -> None:
-    """late=4: the state goes global -> shared by cp.async and comes back with ld.shared.v4, the
-    fold's re-read under its own asm string (so it is not merged with the projection's read); at
-    T=8 BV=128 too (two tiles per warp)."""
-    variants = [
-        [4, 16, 32, 64, "bf16", "fp16", "fp16", 0, 4],
-        [8, 16, 48, 128, "bf16", "bf16", "bf16", 1, 4],
-    ]
-    timings, ptx = _compile("sm_90a", variants, tmp_path, NEXT)
-    assert len(timings) == 2
-    assert "ld.shared.v4.b32" in ptx and "// again" in ptx
-    # the prologue waits for the windows' group alone
-    assert re.search(r"cp\.async\.wait_group\s+1;", ptx)
-    _portable(ptx)
-
-
 def _next_has_late(mode: int) -> bool:
     """next's launch knob GDN_UCACHE_LATE=mode exists (its LATE_MODES entry: a stable marker,
     unlike the flag tuples, which grow with every new mode)."""
@@ -309,116 +285,33 @@ def _state_op_counts(ptx: str) -> dict[str, int]:
     }
 
 
-@pytest.mark.skipif(not _next_has_late(5), reason="no late5 in next")
-def test_late5_stages_only_the_deferred_tile(tmp_path: Path) -> None:
-    """late=5 (v8) at BV=128, T=4 (two tiles per warp): tile 0 comes by 8 global 16-byte loads
-    per thread, tile 1 by 8 cp.async into shared memory at entry and back by ld.shared.v4 for the
-    projection and again for the fold (16 reads); late3 loads both tiles from global memory."""
-    counts = {}
-    for late in (3, 5):
-        ptx = _next_bv128_ptx(tmp_path, late)
-        counts[late] = _state_op_counts(ptx)
-        if late == 5:
-            _portable(ptx)
-            # the prologue waits for the windows' group alone
-            assert re.search(r"cp\.async\.wait_group\s+1;", ptx)
-    assert counts[3]["ldg"] - counts[5]["ldg"] == 8
-    assert counts[5]["cp_async"] - counts[3]["cp_async"] == 8
-    assert counts[5]["lds"] - counts[3]["lds"] == 16 and counts[5]["again"] == 8
-
-
-@pytest.mark.skipif(not _next_has_late(6), reason="no late6 in next")
-def test_late6_runs_every_tile_through_one_stage(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """late=6 (v9 step 1) at BV=128, T=4: the same copies and shared reads as late4 (every tile
-    cp.async'd, read back for the projection and again for the fold), no state load from global
-    memory into registers, and one more wait for this thread's copies (tile 1 is issued into
-    tile 0's slots only after tile 0 was read). The `alias` knock-out compiles too."""
-    counts = {}
-    for late in (4, 6):
-        ptx = _next_bv128_ptx(tmp_path, late)
-        counts[late] = _state_op_counts(ptx)
-        if late == 6:
-            _portable(ptx)
-            assert re.search(r"cp\.async\.wait_group\s+1;", ptx)  # the prologue: windows alone
-    for key in ("ldg", "lds", "again", "cp_async"):
-        assert counts[6][key] == counts[4][key], (key, counts)
-    assert counts[6]["again"] == 16
-    assert counts[6]["wait0"] == counts[4]["wait0"] + 1
-    monkeypatch.setenv("GDN_UCACHE_SKIP", "alias")
-    _next_bv128_ptx(tmp_path, 6, "alias")
-
-
-@pytest.mark.skipif(not _next_has_late(7), reason="no late7 in next")
-def test_late7_stages_the_state_with_bulk_copies(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """late=7 (v9 step 2) at BV=128, T=4: no state load from global memory by the threads and no
-    per-thread cp.async of it: each warp arms its mbarrier for 4096 bytes and lanes 0-15 issue
-    one 256-byte bulk copy (a state row) per tile (two call sites: entry and the reused stage),
-    tile 1 after a proxy fence; three waits (tile 0, tile 1, a pad row's entry copies); the
-    projection's and the fold's 16 shared reads per tile as late6's. Other BV are refused by
-    name."""
-    counts = {}
-    for late in (6, 7):
-        ptx = _next_bv128_ptx(tmp_path, late)
-        counts[late] = _state_op_counts(ptx)
-        if late == 7:
-            _portable(ptx)
-            bulk = re.findall(
-                r"cp\.async\.bulk\.shared::cluster\.global\.mbarrier::complete_tx::bytes"
-                r" \[%r\d+\], \[%rd\d+\], 256, \[%r\d+\]",
-                ptx,
-            )
-            assert len(bulk) == 2  # entry + the reused stage; lanes 0-15, one row each
-            assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == 2
-            assert ptx.count("fence.proxy.async.shared::cta") == 1
-            assert len(re.findall(r"mbarrier\.try_wait\.parity", ptx)) >= 3
-            assert re.search(r"cp\.async\.wait_group\s+0;", ptx)
-    assert counts[7]["ldg"] == counts[6]["ldg"]
-    assert counts[6]["cp_async"] - counts[7]["cp_async"] == 16  # 8 per tile, two tiles
-    assert counts[7]["lds"] == counts[6]["lds"] and counts[7]["again"] == 16
-    # late8: both tiles at entry, 32 lanes one row each, one barrier phase of 8192 bytes
-    ptx = _next_bv128_ptx(tmp_path, 8)
-    assert (
-        len(re.findall(r"cp\.async\.bulk\.shared::cluster\S* \[%r\d+\], \[%rd\d+\], 256,", ptx))
-        == 1
-    )
-    assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], 8192;", ptx)
-    assert "fence.proxy.async" not in ptx and ptx.count("// again") == 16
-    # late9: tile 0 by global loads into registers at entry (as late5), tile 1 by one bulk copy
-    # site at entry; one wait for it and one for a pad row
-    ptx9 = _next_bv128_ptx(tmp_path, 9)
-    assert _state_op_counts(ptx9)["ldg"] == counts[7]["ldg"] + 8
-    assert len(re.findall(r"cp\.async\.bulk\.shared::cluster", ptx9)) == 1
-    assert len(re.findall(r"mbarrier\.try_wait\.parity", ptx9)) >= 2
-    assert ptx9.count("// again") == 8 and "fence.proxy.async" not in ptx9
-    knext = _load({}, "gdnu_cpu_next_late7", NEXT)
-    for late in ("8", "9"):
-        monkeypatch.setenv("GDN_UCACHE_LATE", late)
-        with pytest.raises(ValueError, match=f"late={late} .*needs BV=128.*GDN_UCACHE_BV=128"):
-            knext.compile_variant(4, 16, 32, 64)
-    monkeypatch.setenv("GDN_UCACHE_LATE", "7")  # one tile per warp at BV=64 (session 11)
-    with pytest.raises(ValueError, match=r"late=7 .*needs BV=64 or 128.*GDN_UCACHE_BV=128"):
-        knext.compile_variant(4, 16, 32, 32)
-
-
-@pytest.mark.skipif(not _next_has_late(5), reason="no late5 in next")
+@pytest.mark.skipif(not _next_has_late(13), reason="no late13 in next")
 def test_unknown_late_mode_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unknown mode, and each experiment removed from next (late4-9, 11, 12: git history), is
+    refused with the list of the kept ones."""
     knext = _load({}, "gdnu_cpu_next_late99", NEXT)
-    monkeypatch.setenv("GDN_UCACHE_LATE", "99")
-    with pytest.raises(ValueError, match=r"late=99 \(GDN_UCACHE_LATE.*5 \(the first tile"):
-        knext.compile_variant(4, 16, 32, 128)
+    assert sorted(knext.LATE_MODES) == [0, 1, 2, 3, 10, 13]
+    for late in (99, 4, 5, 6, 7, 8, 9, 11, 12):
+        monkeypatch.setenv("GDN_UCACHE_LATE", str(late))
+        with pytest.raises(
+            ValueError, match=rf"late={late} \(GDN_UCACHE_LATE.*10 \(each warp's state tiles"
+        ):
+            knext.compile_variant(4, 16, 32, 128)
 
 
-@pytest.mark.skipif(not NEXT.exists() or not _stages_state(NEXT), reason="no staged-state next")
-def test_staged_state_refuses_persistent_ctas(monkeypatch: pytest.MonkeyPatch) -> None:
-    knext = _load({}, "gdnu_cpu_next_late4", NEXT)
-    for late in ("4", "5") if _next_has_late(5) else ("4",):
+@pytest.mark.skipif(not _next_has_late(10), reason="no late10 in next")
+def test_bulk_modes_refuse_persistent_ctas_and_small_bv(monkeypatch: pytest.MonkeyPatch) -> None:
+    """late10 / late13 stage the state of one row per CTA, every warp owning its tiles: a
+    persistent grid and BV < 64 are refused by name."""
+    knext = _load({}, "gdnu_cpu_next_bulk", NEXT)
+    for late in ("10", "13"):
         monkeypatch.setenv("GDN_UCACHE_LATE", late)
         with pytest.raises(ValueError, match=f"late={late} .*GDN_UCACHE_PERSIST=0"):
             knext.compile_variant(4, 16, 32, 128, persist=True)
+        with pytest.raises(
+            ValueError, match=rf"late={late} .*needs BV=64 or 128.*GDN_UCACHE_BV=128"
+        ):
+            knext.compile_variant(4, 16, 32, 32)
 
 
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.stem)
@@ -443,11 +336,11 @@ def test_stream_knockout_keeps_the_state_loads(
     (register and shared-memory state paths)."""
     monkeypatch.setenv("GDN_UCACHE_SKIP", "proj,epi,fold,sink")
     # (one compile per variant: they share the PTX file name); BV=128 late3 has two tiles per
-    # warp (two sinks), BV=64 late4 one
+    # warp (two sinks), BV=64 late10 one (its state read from the shared stage)
     for n, variant in enumerate(
         (
             [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 3],
-            [4, 16, 32, 64, "bf16", "fp16", "fp16", 0, 4],
+            [4, 16, 32, 64, "bf16", "fp16", "fp16", 0, 10],
         )
     ):
         dump = tmp_path / str(n)
@@ -456,7 +349,7 @@ def test_stream_knockout_keeps_the_state_loads(
         assert ptx.count("setp.eq.s32 pm, ") == (2 if n == 0 else 1)
 
 
-@pytest.mark.skipif(not _next_has_late(7), reason="no late7 in next")
+@pytest.mark.skipif(not _next_has_late(10), reason="no late10 in next")
 def test_residency_knobs_compile_and_bad_carveout_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -470,7 +363,7 @@ def test_residency_knobs_compile_and_bad_carveout_is_named(
     dump = tmp_path / "pad"
     dump.mkdir()
     _, ptx = _compile(
-        "sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 7]], dump, NEXT, "ptx,ir"
+        "sm_90a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 10]], dump, NEXT, "ptx,ir"
     )
     _portable(ptx)
     mlir = "\n".join(p.read_text() for p in dump.glob("*.mlir"))
@@ -494,36 +387,26 @@ def test_residency_knobs_compile_and_bad_carveout_is_named(
 
 
 @pytest.mark.skipif(not _next_has_late(10), reason="no late10 in next")
-def test_late10_moves_a_warp_tile_by_two_bulk_copies(tmp_path: Path) -> None:
-    """late=10 (late7's schedule) and late=11 (late9's): every bulk copy site moves 2048 bytes
-    (tile rows 0-7 or 8-15, lanes 0-1), none moves a 256-byte row; the barrier is armed for the
-    same 4096 bytes per warp-tile and the shared reads are late7's / late9's."""
-    for late, like, sites in ((10, 7, 2), (11, 9, 1)):
-        ptx = _next_bv128_ptx(tmp_path, late)
-        _portable(ptx)
-        copies = re.findall(
-            r"cp\.async\.bulk\.shared::cluster\S* \[%r\d+\], \[%rd\d+\], (\d+),", ptx
-        )
-        assert copies == ["2048"] * sites, copies
-        assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == sites
-        assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], 4096;", ptx)
-        ref = _state_op_counts(_next_bv128_ptx(tmp_path, like))
-        assert _state_op_counts(ptx) == ref
-
-
-@pytest.mark.skipif(not _next_has_late(12), reason="no late12 in next")
-def test_late12_is_late10_in_less_shared_memory(tmp_path: Path) -> None:
-    """late=12: late10's copies and state reads, one more CTA barrier (phase 3 ends before the
-    projections overwrite the [k; q] tile) and no fold-fragment copy: the fold's B fragments
-    come from the k window (16-bit shared loads) instead of 32-bit words of kb."""
-    ptx10 = _next_bv128_ptx(tmp_path, 10)
-    ptx12 = _next_bv128_ptx(tmp_path, 12)
-    _portable(ptx12)
-    assert _state_op_counts(ptx12) == _state_op_counts(ptx10)
-    bars = [len(re.findall(r"bar\.sync|barrier\.sync", p)) for p in (ptx10, ptx12)]
-    assert bars[1] == bars[0], bars  # the kb build's barrier goes, the phase-3 barrier comes
-    u16 = [len(re.findall(r"ld\.shared\.[bu]16", p)) for p in (ptx10, ptx12)]
-    assert u16[1] >= u16[0] + 64, u16  # 16 fold steps x 2 words x 2 halves, on flush rows
+def test_late10_stages_the_state_with_two_bulk_copies_per_tile(tmp_path: Path) -> None:
+    """late=10 at BV=128, T=4 (two tiles per warp): no state load from global memory by the
+    threads and no per-thread cp.async of it: each warp arms its mbarrier for the 4096 bytes of
+    a warp-tile and lanes 0-1 issue one 2048-byte bulk copy each (tile rows 0-7 / 8-15) at two
+    call sites (entry and the reused stage), tile 1 after a proxy fence; three waits (tile 0,
+    tile 1, a pad row's entry copies); the projection's and the fold's 8 shared reads per tile
+    (the fold's tagged `// again`). late3 loads both tiles from global memory instead."""
+    ref = _state_op_counts(_next_bv128_ptx(tmp_path, 3))
+    ptx = _next_bv128_ptx(tmp_path, 10)
+    _portable(ptx)
+    copies = re.findall(r"cp\.async\.bulk\.shared::cluster\S* \[%r\d+\], \[%rd\d+\], (\d+),", ptx)
+    assert copies == ["2048"] * 2, copies
+    assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == 2
+    assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], 4096;", ptx)
+    assert ptx.count("fence.proxy.async.shared::cta") == 1
+    assert len(re.findall(r"mbarrier\.try_wait\.parity", ptx)) >= 3
+    counts = _state_op_counts(ptx)
+    assert ref["ldg"] - counts["ldg"] == 16  # 8 per tile, two tiles
+    assert counts["cp_async"] == ref["cp_async"]
+    assert counts["lds"] - ref["lds"] == 32 and counts["again"] == 16
 
 
 @pytest.mark.skipif(not _next_has_late(13), reason="no late13 in next")
@@ -531,9 +414,9 @@ def test_late13_drops_the_fp32_rows_and_a_barrier(tmp_path: Path) -> None:
     """late=13 at BV=64 (one tile per warp): late10's copies, state reads and MMAs, no fp32 [k; q]
     rows in shared memory (phase 1 writes the x fragments), one CTA barrier fewer (the fold-
     fragment copy's; phase 3 keeps one for the window weights), the fold's fragments from the k
-    window as late12's; it compiles at BV=128 too."""
+    window (16-bit shared loads instead of kb's 32-bit words); it compiles at BV=128 too."""
     counts = {}
-    for late in (10, 12, 13):
+    for late in (10, 13):
         dump = tmp_path / f"bv64-late{late}"
         dump.mkdir()
         _, ptx = _compile("sm_90a", [[4, 16, 32, 64, "bf16", "fp16", "fp16", 0, late]], dump, NEXT)
@@ -546,9 +429,9 @@ def test_late13_drops_the_fp32_rows_and_a_barrier(tmp_path: Path) -> None:
         }
         if late == 13:
             _portable(ptx)
-    c10, c12, c13 = counts[10], counts[12], counts[13]
+    c10, c13 = counts[10], counts[13]
     assert c13["state"] == c10["state"] and c13["mma"] == c10["mma"]
     assert c10["st_f32"] > 0 and c13["st_f32"] == 0
     assert c13["bar"] == c10["bar"] - 1
-    assert c13["ld16"] == c12["ld16"] > c10["ld16"]
+    assert c13["ld16"] >= c10["ld16"] + 32, (c10, c13)  # 16 fold steps x 2 words, flush rows
     _next_bv128_ptx(tmp_path, 13)
