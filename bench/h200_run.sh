@@ -17,7 +17,8 @@
 #                                  # K4_BF16_VARIANTS replace the sweeps' variant lists)
 #                                  # vs flashinfer on the grid with launch-config candidates, both
 #                                  # arms, and a short ncu of next; one archive kernel-k4.tar.gz
-#   bash bench/h200_run.sh k6      # <= 300 s (sessions 5-6): the shipped kernel's final: conformance
+#   bash bench/h200_run.sh k6      # <= 480 s (sessions 5-6, 12): the shipped kernel's final (or
+#                                  # K6_MODULE's, the file about to ship): conformance
 #                                  # (suite + every launch-config candidate + own cases, both arms),
 #                                  # bench/bench_ucache.py (ours vs flashinfer vs the Triton baseline
 #                                  # vs the floor, whole grid, both arms), a short knock-out sweep
@@ -437,6 +438,10 @@ sass)
   ;;
 k6)
   t0=$SECONDS
+  # the kernel file to ship (default the shipped one): K6_MODULE=kernels/gdn_ucache_flush_next.py
+  # measures next as it would ship, before it is copied over the shipped file
+  ship=${K6_MODULE:-kernels/gdn_ucache_flush.py}
+  export GDN_UCACHE_OURS_MODULE=$ship
   setsid timeout 85 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k6" \
     --backends ours --arms serving,bf16 --deadline-s 65 --jobs 8 --max-steps 300 \
     >"$out/suite-k6.log" 2>&1 &
@@ -465,7 +470,7 @@ k6)
   # #3's suite forced onto the table's bulk modes (its own shapes are small batches, where the
   # table picks the register modes)
   # shellcheck disable=SC2086 # a word list
-  FORCED_MODULE=kernels/gdn_ucache_flush.py forced_suites k6 128 60 4 ${K6_FORCED:-13 10}
+  FORCED_MODULE=$ship forced_suites k6 128 60 4 ${K6_FORCED:-13 10}
   # the Triton baseline is the series' op, loaded by path from the patched tree (tests/series/
   # triton_baseline_adapter.py): the host bundle's site, else patch 1's files materialised from
   # patches/ (the light carry has no vLLM tree)
@@ -488,7 +493,7 @@ k6)
   # shellcheck disable=SC2086 # the variant lists are word lists
   timeout 45 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 128 32 \
     --flush 0 20 --budget-s 36 --json "$out/nosplit-k6.json" --backends flashinfer \
-    --modules ours=kernels/gdn_ucache_flush.py \
+    --modules "ours=$ship" \
     --variants ${K6_KNOCKOUTS:-ours:base ours:base+nosplit ours:base+no_fold ours:base+no_epi} 2>&1 |
     tee "$out/nosplit-k6.log" | grep -v '^# v' || true
   # launch-config candidates of the shipped file next to its table's choice (each one passed
@@ -496,7 +501,7 @@ k6)
   # shellcheck disable=SC2086
   timeout 55 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 8 \
     --flush 0 20 100 --budget-s 45 --json "$out/candidates-k6.json" --backends flashinfer \
-    --modules ours=kernels/gdn_ucache_flush.py \
+    --modules "ours=$ship" \
     --variants ${K6_CANDIDATES:-ours:base ours:bv128+late10+mbp0 ours:bv128+late13+mbp0 ours:bv128+late3+mbp5} 2>&1 |
     tee "$out/candidates-k6.log" | grep -v '^# v' | tail -n 40 || true
   echo "# h200_run k6: $((SECONDS - t_all)) s"
