@@ -470,7 +470,12 @@ k6)
   # #3's suite forced onto the table's bulk modes (its own shapes are small batches, where the
   # table picks the register modes)
   # shellcheck disable=SC2086 # a word list
-  FORCED_MODULE=$ship forced_suites k6 128 60 4 ${K6_FORCED:-13 10}
+  FORCED_MODULE=$ship forced_suites k6 128 60 4 ${K6_FORCED:-13 10} &
+  # and with the next tile copied early on verify-only rows (the t1early knob)
+  # shellcheck disable=SC2086
+  (export GDN_UCACHE_T1EARLY=1 && FORCED_MODULE=$ship forced_suites k6-t1early 128 60 4 \
+    ${K6_FORCED:-13 10}) &
+  wait
   # the Triton baseline is the series' op, loaded by path from the patched tree (tests/series/
   # triton_baseline_adapter.py): the host bundle's site, else patch 1's files materialised from
   # patches/ (the light carry has no vLLM tree)
@@ -502,7 +507,7 @@ k6)
   timeout 55 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 8 \
     --flush 0 20 100 --budget-s 45 --json "$out/candidates-k6.json" --backends flashinfer \
     --modules "ours=$ship" \
-    --variants ${K6_CANDIDATES:-ours:base ours:bv128+late10+mbp0 ours:bv128+late13+mbp0 ours:bv128+late3+mbp5} 2>&1 |
+    --variants ${K6_CANDIDATES:-ours:base ours:base+t1early ours:bv128+late10+mbp0 ours:bv128+late13+mbp0 ours:bv128+late3+mbp5} 2>&1 |
     tee "$out/candidates-k6.log" | grep -v '^# v' | tail -n 40 || true
   echo "# h200_run k6: $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k6.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"

@@ -891,6 +891,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             skip: tuple = (),
             vec_qk: bool = False,
             carveout: int = -1,
+            t1early: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -982,6 +983,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # launch bounds the driver may pick a carve-out that holds fewer CTAs than fit in
             # 228 KiB (the removed late7, 45.6 KB: 196 KiB, 4 CTAs/SM; ncu, results/kernel/v9s2-k9)
             self.carveout = carveout
+            # bulk modes, verify-only rows: the warp's next tile is copied into the stage as soon
+            # as the current one is in registers, not after its projection (the fold, which
+            # re-reads the stage, runs only on flush rows; they keep the late issue). Halves the
+            # second dependent DRAM trip's exposed wait where B >= 32 loses most (verify-only).
+            self.t1early = t1early and late in BULK_LATES
 
         @cute.jit
         def __call__(
@@ -1770,14 +1776,37 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 if cutlass.const_expr(ti > 0 and not skip_state):
                                     # every lane of the warp has read tile ti - 1 (the MMAs
                                     # consumed it); generic reads before the async-proxy writes
-                                    cute.arch.sync_warp()
-                                    cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
-                                    bulk_stage_tile(
-                                        st_head, stage, mbar_w, v0, warp, ti, self.NTILE, lane
-                                    )
+                                    if cutlass.const_expr(self.t1early):
+                                        if is_flush:  # verify-only rows issued it already
+                                            cute.arch.sync_warp()
+                                            cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
+                                            bulk_stage_tile(
+                                                st_head, stage, mbar_w, v0, warp, ti, self.NTILE,
+                                                lane,
+                                            )  # fmt: skip
+                                    else:
+                                        cute.arch.sync_warp()
+                                        cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
+                                        bulk_stage_tile(
+                                            st_head, stage, mbar_w, v0, warp, ti, self.NTILE, lane
+                                        )
                                 if cutlass.const_expr(not skip_state):
                                     cute.arch.mbarrier_wait(mbar_w, ti % 2)
                                 sa = read_bulk_tile(stage, warp, g4, c4, skip_state)
+                                if cutlass.const_expr(
+                                    self.t1early
+                                    and not skip_state
+                                    and self.NTILE >= 4 * (ti + 2)  # the warp owns tile ti + 1
+                                ):
+                                    if not is_flush:
+                                        # tile ti is in registers and no fold re-reads it: the
+                                        # stage is free for tile ti + 1 now, a projection early
+                                        cute.arch.sync_warp()
+                                        cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
+                                        bulk_stage_tile(
+                                            st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE,
+                                            lane,
+                                        )  # fmt: skip
                             elif cutlass.const_expr(self.late_seq and ti >= n_early):
                                 sa = load_state_tile(
                                     st_head, v0, warp, ti, self.NTILE, g4, c4, skip_state
@@ -2210,10 +2239,13 @@ def compile_variant(
     late: int = 0,
     prefetch: int = 0,
     vec_qk: bool = True,
+    t1early: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
     vec_qk: q/k rows are 16-byte aligned (16-byte loads; the host checks it per call).
+    t1early: bulk modes copy a verify-only row's next state tile right after reading the current
+    one (GDN_UCACHE_T1EARLY=0/1 overrides; ignored by the register modes).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -2251,6 +2283,8 @@ def compile_variant(
         mbp = int(os.environ["GDN_UCACHE_MBP"])
     mbp = int(mbp or 0)  # launch bounds (min CTAs per SM); > 0 needs the GPU at compile time
     bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
+    t1early_env = os.environ.get("GDN_UCACHE_T1EARLY", "").strip()
+    t1early = (t1early_env == "1" if t1early_env else bool(t1early)) and late in BULK_LATES
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     # Bulk-staged modes hold 37-46 KB of shared memory per CTA: they ask for the largest
     # carve-out (the driver's own pick gave the removed late7 4 CTAs/SM where 5 fit:
@@ -2283,6 +2317,7 @@ def compile_variant(
         bool(vec_qk) and not (persist and int(prefetch) >= 2),
         skip,
         carveout,
+        t1early,
         arch,
     )
     fn = _CACHE.get(key)
@@ -2307,6 +2342,7 @@ def compile_variant(
         skip=skip,
         vec_qk=bool(vec_qk),
         carveout=carveout,
+        t1early=t1early,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -2452,6 +2488,9 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in ("pf", "pf1", "pf2"):
             out["prefetch"] = int(part[2:] or 1)
             continue
+        if part == "t1early":
+            out["t1early"] = 1
+            continue
         for key in ("bv", "mbp", "late", "persist"):
             if part.startswith(key) and part[len(key) :].isdigit():
                 out[key] = int(part[len(key) :])
@@ -2495,7 +2534,16 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     mbp = knob("GDN_UCACHE_MBP", "mbp", mbp)
     late = knob("GDN_UCACHE_LATE", "late", 0)
     prefetch = knob("GDN_UCACHE_PREFETCH", "prefetch", 0)
-    return {"bv": bv, "mbp": mbp, "late": late, "nprog": nprog, "prefetch": prefetch}
+    # not a table-switching knob: GDN_UCACHE_T1EARLY=1 with the table = the table's modes with it
+    t1early = knob("GDN_UCACHE_T1EARLY", "t1early", 0)
+    return {
+        "bv": bv,
+        "mbp": mbp,
+        "late": late,
+        "nprog": nprog,
+        "prefetch": prefetch,
+        "t1early": t1early,
+    }
 
 
 def _persistent_programs(
@@ -2868,6 +2916,7 @@ def _launch(
         persist=nprog < batch,
         late=cfg["late"],
         prefetch=prefetch,
+        t1early=bool(cfg["t1early"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )

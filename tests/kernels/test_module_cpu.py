@@ -435,3 +435,23 @@ def test_late13_drops_the_fp32_rows_and_a_barrier(tmp_path: Path) -> None:
     assert c13["bar"] == c10["bar"] - 1
     assert c13["ld16"] >= c10["ld16"] + 32, (c10, c13)  # 16 fold steps x 2 words, flush rows
     _next_bv128_ptx(tmp_path, 13)
+
+
+@pytest.mark.skipif(not _next_has_late(13), reason="no late13 in next")
+def test_t1early_copies_the_next_tile_right_after_the_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GDN_UCACHE_T1EARLY=1 (bulk modes, BV=128): a third copy site for tile 1, right after tile 0
+    is read into registers (verify-only rows; flush rows keep the site after the fold, which
+    re-reads the stage), behind its own proxy fence; the state reads and MMAs are unchanged, and
+    so is the PTX without the knob (the late10 / late13 tests above)."""
+    base = _next_bv128_ptx(tmp_path, 13, "late13")
+    monkeypatch.setenv("GDN_UCACHE_T1EARLY", "1")
+    ptx = _next_bv128_ptx(tmp_path, 13, "late13-t1early")
+    _portable(ptx)
+    copies = re.findall(r"cp\.async\.bulk\.shared::cluster\S* \[%r\d+\], \[%rd\d+\], (\d+),", ptx)
+    assert copies == ["2048"] * 3, copies
+    assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == 3
+    assert ptx.count("fence.proxy.async.shared::cta") == 2
+    assert _state_op_counts(ptx) == _state_op_counts(base)
+    assert ptx.count("mma.sync") == base.count("mma.sync")
