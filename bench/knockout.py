@@ -87,7 +87,7 @@ CANDIDATES = (
     "bv64+late13+mbp0",  # next: no fp32 [k; q] tile, no kb copy; 64 regs, 31.5 KB: 7 CTAs/SM
     "bv128+late13+mbp0",  # next: 60 regs, 36.4 KB: 6
     "bv128+late10+mbp0+t1early",  # session 12: next tile copied early on verify-only rows
-    "bv128+late13+mbp0+t1early",  # 72 registers (late13: 4 B spilled), same shared memory
+    "bv128+late13+mbp0+t1early",  # 72 registers, no spills, same shared memory (6 CTAs/SM)
     "bv64+mbp7",
     "bv32",
     "bv16",

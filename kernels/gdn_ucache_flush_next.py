@@ -636,6 +636,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             for rr in range(2)
         ]
 
+    def stage_next_tile(
+        st_head: Any, stage: Any, mbar_w: Any, v0: Any, warp: Any, ti: int, ntile: int, lane: Any
+    ) -> None:
+        """Copy the warp's tile ti into the reused stage once every lane has read the previous
+        one: generic-proxy reads, a warp barrier, a proxy fence, then the async-proxy writes."""
+        cute.arch.sync_warp()
+        cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
+        bulk_stage_tile(st_head, stage, mbar_w, v0, warp, ti, ntile, lane)
+
     def prefetch_state_tiles(
         pool: Any,
         pool_s0: Any,
@@ -1773,37 +1782,31 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     tile * 16 + (g4 % 2) * 8 + g4 // 2,
                                     tile * 16 + (g4 % 2) * 8 + g4 // 2 + 4,
                                 )
-                                if cutlass.const_expr(ti > 0 and not skip_state):
+                                # t1early: a warp owning tile ti + 1 copies it as soon as tile ti
+                                # is in registers for the last time: right after this read on a
+                                # verify-only row (or with the fold knocked out), after the fold's
+                                # re-read on a flush row (below); else at the next tile's turn
+                                early_next = (
+                                    self.t1early and not skip_state and self.NTILE >= 4 * (ti + 2)
+                                )
+                                if cutlass.const_expr(
+                                    ti > 0 and not skip_state and not self.t1early
+                                ):
                                     # every lane of the warp has read tile ti - 1 (the MMAs
-                                    # consumed it); generic reads before the async-proxy writes
-                                    if cutlass.const_expr(self.t1early):
-                                        if is_flush:  # verify-only rows issued it already
-                                            cute.arch.sync_warp()
-                                            cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
-                                            bulk_stage_tile(
-                                                st_head, stage, mbar_w, v0, warp, ti, self.NTILE,
-                                                lane,
-                                            )  # fmt: skip
-                                    else:
-                                        cute.arch.sync_warp()
-                                        cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
-                                        bulk_stage_tile(
-                                            st_head, stage, mbar_w, v0, warp, ti, self.NTILE, lane
-                                        )
+                                    # consumed it)
+                                    stage_next_tile(
+                                        st_head, stage, mbar_w, v0, warp, ti, self.NTILE, lane
+                                    )
                                 if cutlass.const_expr(not skip_state):
                                     cute.arch.mbarrier_wait(mbar_w, ti % 2)
                                 sa = read_bulk_tile(stage, warp, g4, c4, skip_state)
-                                if cutlass.const_expr(
-                                    self.t1early
-                                    and not skip_state
-                                    and self.NTILE >= 4 * (ti + 2)  # the warp owns tile ti + 1
-                                ):
+                                if cutlass.const_expr(early_next and "fold" in self.skip):
+                                    stage_next_tile(
+                                        st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE, lane
+                                    )
+                                elif cutlass.const_expr(early_next):
                                     if not is_flush:
-                                        # tile ti is in registers and no fold re-reads it: the
-                                        # stage is free for tile ti + 1 now, a projection early
-                                        cute.arch.sync_warp()
-                                        cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
-                                        bulk_stage_tile(
+                                        stage_next_tile(
                                             st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE,
                                             lane,
                                         )  # fmt: skip
@@ -1886,6 +1889,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 if cutlass.const_expr(self.bulk):
                                     # re-read: shared, not L2
                                     sa = read_bulk_tile(stage, warp, g4, c4, skip_state, True)
+                                    if cutlass.const_expr(
+                                        self.t1early
+                                        and not skip_state
+                                        and self.NTILE >= 4 * (ti + 2)
+                                    ):
+                                        stage_next_tile(
+                                            st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE,
+                                            lane,
+                                        )  # fmt: skip
                                 for t16 in cutlass.range_constexpr(16):
                                     fi, fw = t16 // 4, t16 % 4
                                     if cutlass.const_expr(self.fold_from_window):
