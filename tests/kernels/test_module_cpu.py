@@ -441,10 +441,11 @@ def test_late13_drops_the_fp32_rows_and_a_barrier(tmp_path: Path) -> None:
 def test_t1early_copies_the_next_tile_right_after_the_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """GDN_UCACHE_T1EARLY=1 (bulk modes, BV=128): a third copy site for tile 1, right after tile 0
-    is read into registers (verify-only rows; flush rows keep the site after the fold, which
-    re-reads the stage), behind its own proxy fence; the state reads and MMAs are unchanged, and
-    so is the PTX without the knob (the late10 / late13 tests above)."""
+    """GDN_UCACHE_T1EARLY=1 (bulk modes, BV=128): tile 1 is copied right after tile 0 is read into
+    registers for the last time: after the projection's read on a verify-only row, after the
+    fold's re-read on a flush row (two sites, each behind its proxy fence, instead of one at tile
+    1's turn); the state reads and MMAs are unchanged, and so is the PTX without the knob (the
+    late10 / late13 tests above)."""
     base = _next_bv128_ptx(tmp_path, 13, "late13")
     monkeypatch.setenv("GDN_UCACHE_T1EARLY", "1")
     ptx = _next_bv128_ptx(tmp_path, 13, "late13-t1early")
