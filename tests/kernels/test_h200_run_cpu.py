@@ -15,7 +15,8 @@ STUB = """#!/usr/bin/env bash
 # one line per call (background steps append concurrently): the command, then its knobs
 echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
   "GDN_UCACHE_OURS_MODULE=${GDN_UCACHE_OURS_MODULE:-} GDN_UCACHE_LATE=${GDN_UCACHE_LATE:-}" \\
-  "GDN_UCACHE_BV=${GDN_UCACHE_BV:-} GDN_UCACHE_XSPLIT=${GDN_UCACHE_XSPLIT:-}" >>"$STUB_LOG"
+  "GDN_UCACHE_BV=${GDN_UCACHE_BV:-} GDN_UCACHE_XSPLIT=${GDN_UCACHE_XSPLIT:-}" \\
+  "GDN_UCACHE_T1EARLY=${GDN_UCACHE_T1EARLY:-}" >>"$STUB_LOG"
 if [[ $(basename "$0") == ncu ]]; then
   prev=""
   for a in "$@"; do
@@ -27,7 +28,9 @@ exit 0
 """
 
 
-def run_mode(tmp_path: Path, mode: str) -> tuple[str, Path]:
+def run_mode(
+    tmp_path: Path, mode: str, extra_env: dict[str, str] | None = None
+) -> tuple[str, Path]:
     """Run one mode with stub python3/ncu/nvidia-smi/timeout; return the stub log and $OUT."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -43,6 +46,7 @@ def run_mode(tmp_path: Path, mode: str) -> tuple[str, Path]:
         OUT=str(out),
         GDN_HOST_SITE="stub",  # as in the e2e host bundle's environment: no .gpu/env.sh
         STUB_LOG=str(log),
+        **(extra_env or {}),
     )
     proc = subprocess.run(
         ["bash", "bench/h200_run.sh", mode], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -182,3 +186,32 @@ def test_forced_suites_run_each_mode_with_its_knobs(tmp_path: Path) -> None:
         "suite-k9-late9",
     ]
     assert all("GDN_UCACHE_BV=128" in ln and "--deadline-s 55 --jobs 8" in ln for ln in suites9)
+
+
+def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
+    """k6 with K6_MODULE=next (the shipping call): every step runs next, not the shipped file:
+    conformance, #3's suite forced onto late13 and late10 at BV=128 with and without t1early,
+    the final benchmark with the Triton baseline, the knock-outs and the candidates (incl.
+    base+t1early); the archive comes back."""
+    nxt = "kernels/gdn_ucache_flush_next.py"
+    calls, out = run_mode(tmp_path, "k6", {"K6_MODULE": nxt})
+    lines = calls.splitlines()
+    python = [ln for ln in lines if ln.startswith("python3 ") and " -c " not in ln]
+    assert python and all(f"GDN_UCACHE_OURS_MODULE={nxt}" in ln for ln in python)
+    suites = [ln for ln in lines if "run_gpu_suite.py" in ln and "suite-k6-" in ln]
+    names = sorted(ln.split("--out ")[1].split()[0].rsplit("/", 1)[1] for ln in suites)
+    assert names == [
+        "suite-k6-late10",
+        "suite-k6-late13",
+        "suite-k6-t1early-late10",
+        "suite-k6-t1early-late13",
+    ]
+    for ln in suites:
+        assert "GDN_UCACHE_BV=128" in ln
+        assert ("GDN_UCACHE_T1EARLY=1" in ln) == ("t1early" in ln.split("--out ")[1].split()[0])
+    bench = [ln for ln in lines if "bench_ucache.py" in ln]
+    assert len(bench) == 2 and all("triton_vllm" in ln and "final-v10-" in ln for ln in bench)
+    sweeps = [ln for ln in lines if "knockout.py" in ln]
+    assert len(sweeps) == 2 and all(f"ours={nxt}" in ln for ln in sweeps)
+    assert " ours:base+t1early " in sweeps[1]
+    assert (out / "kernel-k6.tar.gz").is_file()
