@@ -8,7 +8,7 @@ Variant names: a named one from VARIANTS, or knobs joined by '+': bv{16,32,64,12
 CTA, GDN_UCACHE_BV), mbp{0..8} (launch bounds: min CTAs per SM, GDN_UCACHE_MBP; 0 = none),
 late{0,1,2,3} (state tiles per warp loaded only at the projection, 3 = the second one only after
 the first one's work), late{10,13} (state tiles by bulk copies into shared memory; GDN_UCACHE_LATE,
-the kernel's LATE_MODES), t1early (bulk modes: the next tile copied early on verify-only rows),
+the kernel's LATE_MODES), t1early (bulk modes: the next tile copied as soon as the stage is free),
 persist{N} (persistent CTAs, N per SM, GDN_UCACHE_PERSIST), nprog{N} (force N programs), pf/pf2
 (persistent: cp.async prefetch of the next row's windows / also its q/k/v and gates),
 no_{proj,epi,fold} and no_all (timing knock-outs, GDN_UCACHE_SKIP: results are wrong on purpose),
@@ -64,8 +64,8 @@ VARIANTS = {
     "alias": {"GDN_UCACHE_SKIP": "alias"},
     # the driver's largest shared-memory carve-out (228 KiB on the H200) instead of its own pick
     "cmax": {"GDN_UCACHE_CARVEOUT": "100"},
-    # bulk modes: a verify-only row copies the warp's next state tile as soon as the current one
-    # is in registers (not after its projection)
+    # bulk modes: the warp's next state tile is copied as soon as the current one was read for
+    # the last time (verify-only rows: before the projection; flush rows: after the fold's read)
     "t1early": {"GDN_UCACHE_T1EARLY": "1"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
@@ -86,7 +86,7 @@ CANDIDATES = (
     "bv64+late10+mbp0",  # next: one tile per warp (no second trip); 60 regs, 39.6 KB: 5
     "bv64+late13+mbp0",  # next: no fp32 [k; q] tile, no kb copy; 64 regs, 31.5 KB: 7 CTAs/SM
     "bv128+late13+mbp0",  # next: 60 regs, 36.4 KB: 6
-    "bv128+late10+mbp0+t1early",  # session 12: next tile copied early on verify-only rows
+    "bv128+late10+mbp0+t1early",  # session 12: next tile copied as soon as the stage is free
     "bv128+late13+mbp0+t1early",  # 72 registers, no spills, same shared memory (6 CTAs/SM)
     "bv64+mbp7",
     "bv32",

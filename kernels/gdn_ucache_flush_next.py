@@ -992,10 +992,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # launch bounds the driver may pick a carve-out that holds fewer CTAs than fit in
             # 228 KiB (the removed late7, 45.6 KB: 196 KiB, 4 CTAs/SM; ncu, results/kernel/v9s2-k9)
             self.carveout = carveout
-            # bulk modes, verify-only rows: the warp's next tile is copied into the stage as soon
-            # as the current one is in registers, not after its projection (the fold, which
-            # re-reads the stage, runs only on flush rows; they keep the late issue). Halves the
-            # second dependent DRAM trip's exposed wait where B >= 32 loses most (verify-only).
+            # bulk modes: the warp's next tile is copied into the stage as soon as the current one
+            # is in registers for the last time: right after the projection's read on a
+            # verify-only row, right after the fold's re-read on a flush row (instead of at the
+            # next tile's turn). The second dependent DRAM trip then overlaps the projection.
             self.t1early = t1early and late in BULK_LATES
 
         @cute.jit
@@ -2256,8 +2256,9 @@ def compile_variant(
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
     vec_qk: q/k rows are 16-byte aligned (16-byte loads; the host checks it per call).
-    t1early: bulk modes copy a verify-only row's next state tile right after reading the current
-    one (GDN_UCACHE_T1EARLY=0/1 overrides; ignored by the register modes).
+    t1early: bulk modes copy a warp's next state tile as soon as the current one was read for the
+    last time (verify-only rows: after the projection's read; flush rows: after the fold's
+    re-read); GDN_UCACHE_T1EARLY=0/1 overrides; ignored by the register modes.
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -2296,7 +2297,8 @@ def compile_variant(
     mbp = int(mbp or 0)  # launch bounds (min CTAs per SM); > 0 needs the GPU at compile time
     bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
     t1early_env = os.environ.get("GDN_UCACHE_T1EARLY", "").strip()
-    t1early = (t1early_env == "1" if t1early_env else bool(t1early)) and late in BULK_LATES
+    # int() as launch_config reads it: the same value means the same thing in both places
+    t1early = (int(t1early_env) != 0 if t1early_env else bool(t1early)) and late in BULK_LATES
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     # Bulk-staged modes hold 37-46 KB of shared memory per CTA: they ask for the largest
     # carve-out (the driver's own pick gave the removed late7 4 CTAs/SM where 5 fit:
