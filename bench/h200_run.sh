@@ -18,7 +18,8 @@
 #                                  # vs flashinfer on the grid with launch-config candidates, both
 #                                  # arms, and a short ncu of next; one archive kernel-k4.tar.gz
 #   bash bench/h200_run.sh k6      # <= 480 s (sessions 5-6, 12): the shipped kernel's final (or
-#                                  # K6_MODULE's, the file about to ship): conformance
+#                                  # K6_MODULE's, the file about to ship; K6_STEPS="conf" or
+#                                  # "bench" runs one half): conformance
 #                                  # (suite + every launch-config candidate + own cases, both arms),
 #                                  # bench/bench_ucache.py (ours vs flashinfer vs the Triton baseline
 #                                  # vs the floor, whole grid, both arms), a short knock-out sweep
@@ -442,52 +443,58 @@ k6)
   # measures next as it would ship, before it is copied over the shipped file
   ship=${K6_MODULE:-kernels/gdn_ucache_flush.py}
   export GDN_UCACHE_OURS_MODULE=$ship
-  setsid timeout 85 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k6" \
-    --backends ours --arms serving,bf16 --deadline-s 65 --jobs 8 --max-steps 300 \
-    >"$out/suite-k6.log" 2>&1 &
-  suite_pid=$!
-  pids=("$suite_pid")
-  parts=("candidate and serving" "candidate and bf16"
-    "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
-    "compact_gqa or vllm_layout or persistent or forced_bv128_t8 or scalar_qk")
-  for i in "${!parts[@]}"; do
-    part=${parts[$i]}
-    tag=$([[ $i -lt 2 ]] && echo "candidate-${part##* }" || echo "cases$i")
-    GDN_CONFORMANCE_OUT=$out/conformance-$tag.json timeout 85 python3 -m pytest \
-      tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
-      -k "$part" >"$out/conformance-$tag.log" 2>&1 &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid" || true; done
-  kill -- -"$suite_pid" 2>/dev/null || true
-  tail -3 "$out/suite-k6.log"
-  for f in "$out"/conformance-*.log; do
-    echo "== $(basename "$f"): $(grep -cE ' PASSED' "$f") passed, $(grep -cE ' FAILED| ERROR' "$f") failed"
-    grep -E ' FAILED| ERROR' "$f" | sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' |
-      cut -c1-160 | head -12 || true
-  done
-  echo "# conformance (shipped kernel) wall $((SECONDS - t0)) s"
-  # #3's suite forced onto the table's bulk modes (its own shapes are small batches, where the
-  # table picks the register modes)
-  # shellcheck disable=SC2086 # a word list
-  FORCED_MODULE=$ship forced_suites k6 128 60 4 ${K6_FORCED:-13 10} &
-  # and with the next tile copied early on verify-only rows (the t1early knob)
-  # shellcheck disable=SC2086
-  (export GDN_UCACHE_T1EARLY=1 && FORCED_MODULE=$ship forced_suites k6-t1early 128 60 4 \
-    ${K6_FORCED:-13 10}) &
-  wait
-  # the Triton baseline is the series' op, loaded by path from the patched tree (tests/series/
-  # triton_baseline_adapter.py): the host bundle's site, else patch 1's files materialised from
-  # patches/ (the light carry has no vLLM tree)
-  if [[ -n ${GDN_SERIES_VLLM_ROOT:-} ]]; then
-    :  # the caller's tree
-  elif [[ -n ${GDN_HOST_SITE:-} ]]; then
-    export GDN_SERIES_VLLM_ROOT=$GDN_HOST_SITE
-  else
-    # shellcheck disable=SC1091
-    source bench/triton_gpu_checks.sh
-    # a failure costs the Triton column only, not the archive of what ran before
-    triton_prepare || echo "# triton_prepare failed: the Triton baseline will be missing"
+  # K6_STEPS="conf" / "bench" splits the call in two (~170 s + ~300 s on one warm host): a host
+  # lost mid-call then costs one half
+  steps=" ${K6_STEPS:-conf bench} "
+  if [[ $steps == *" conf "* ]]; then
+    setsid timeout 85 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k6" \
+      --backends ours --arms serving,bf16 --deadline-s 65 --jobs 8 --max-steps 300 \
+      >"$out/suite-k6.log" 2>&1 &
+    suite_pid=$!
+    pids=("$suite_pid")
+    parts=("candidate and serving" "candidate and bf16"
+      "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
+      "compact_gqa or vllm_layout or persistent or forced_bv128_t8 or scalar_qk")
+    for i in "${!parts[@]}"; do
+      part=${parts[$i]}
+      tag=$([[ $i -lt 2 ]] && echo "candidate-${part##* }" || echo "cases$i")
+      GDN_CONFORMANCE_OUT=$out/conformance-$tag.json timeout 85 python3 -m pytest \
+        tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
+        -k "$part" >"$out/conformance-$tag.log" 2>&1 &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || true; done
+    kill -- -"$suite_pid" 2>/dev/null || true
+    tail -3 "$out/suite-k6.log"
+    for f in "$out"/conformance-*.log; do
+      echo "== $(basename "$f"): $(grep -cE ' PASSED' "$f") passed, $(grep -cE ' FAILED| ERROR' "$f") failed"
+      grep -E ' FAILED| ERROR' "$f" | sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' |
+        cut -c1-160 | head -12 || true
+    done
+    echo "# conformance (shipped kernel) wall $((SECONDS - t0)) s"
+    # #3's suite forced onto the table's bulk modes (its own shapes are small batches, where the
+    # table picks the register modes)
+    # shellcheck disable=SC2086 # a word list
+    FORCED_MODULE=$ship forced_suites k6 128 60 4 ${K6_FORCED:-13 10} &
+    # and with the next tile copied early on verify-only rows (the t1early knob)
+    # shellcheck disable=SC2086
+    (export GDN_UCACHE_T1EARLY=1 && FORCED_MODULE=$ship forced_suites k6-t1early 128 60 4 \
+      ${K6_FORCED:-13 10}) &
+    wait
+  fi
+  if [[ $steps == *" bench "* ]]; then
+    # the Triton baseline is the series' op, loaded by path from the patched tree (tests/series/
+    # triton_baseline_adapter.py): the host bundle's site, else patch 1's files materialised from
+    # patches/ (the light carry has no vLLM tree)
+    if [[ -n ${GDN_SERIES_VLLM_ROOT:-} ]]; then
+      :  # the caller's tree
+    elif [[ -n ${GDN_HOST_SITE:-} ]]; then
+      export GDN_SERIES_VLLM_ROOT=$GDN_HOST_SITE
+    else
+      # shellcheck disable=SC1091
+      source bench/triton_gpu_checks.sh
+      # a failure costs the Triton column only, not the archive of what ran before
+      triton_prepare || echo "# triton_prepare failed: the Triton baseline will be missing"
   fi
   # the issue's benchmark: ours vs flashinfer vs the Triton baseline vs the floor, one process
   # per arm (the JSON is rewritten after every HV block, so a timeout keeps what was timed)
@@ -512,6 +519,7 @@ k6)
     --modules "ours=$ship" \
     --variants ${K6_CANDIDATES:-ours:base ours:base+t1early ours:bv128+late10+mbp0 ours:bv128+late13+mbp0 ours:bv128+late3+mbp5} 2>&1 |
     tee "$out/candidates-k6.log" | grep -v '^# v' | tail -n 40 || true
+  fi
   echo "# h200_run k6: $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k6.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;

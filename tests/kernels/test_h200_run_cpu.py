@@ -215,3 +215,17 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     assert len(sweeps) == 2 and all(f"ours={nxt}" in ln for ln in sweeps)
     assert " ours:base+t1early " in sweeps[1]
     assert (out / "kernel-k6.tar.gz").is_file()
+
+
+def test_k6_steps_split_the_call(tmp_path: Path) -> None:
+    """K6_STEPS=conf runs the conformance and the forced suites only, K6_STEPS=bench the timing
+    only; each half leaves its archive."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "bench").mkdir()
+    conf, out_c = run_mode(tmp_path / "conf", "k6", {"K6_STEPS": "conf"})
+    assert "run_gpu_suite.py" in conf and "test_ours_conformance_gpu.py" in conf
+    assert "bench_ucache.py" not in conf and "knockout.py" not in conf
+    bench, out_b = run_mode(tmp_path / "bench", "k6", {"K6_STEPS": "bench"})
+    assert "run_gpu_suite.py" not in bench and "test_ours_conformance_gpu.py" not in bench
+    assert bench.count("bench_ucache.py") == 2 and bench.count("knockout.py") == 2
+    assert (out_c / "kernel-k6.tar.gz").is_file() and (out_b / "kernel-k6.tar.gz").is_file()
