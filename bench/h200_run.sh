@@ -517,7 +517,7 @@ k6)
   timeout 55 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 8 \
     --flush 0 20 100 --budget-s 45 --json "$out/candidates-k6.json" --backends flashinfer \
     --modules "ours=$ship" \
-    --variants ${K6_CANDIDATES:-ours:base ours:base+t1early ours:bv128+late10+mbp0 ours:bv128+late13+mbp0 ours:bv128+late3+mbp5} 2>&1 |
+    --variants ${K6_CANDIDATES:-ours:base ours:base+t1early ours:base+t1l2 ours:base+t1early+t1l2 ours:bv128+late10+mbp0 ours:bv128+late13+mbp0 ours:bv128+late3+mbp5} 2>&1 |
     tee "$out/candidates-k6.log" | grep -v '^# v' | tail -n 40 || true
   fi
   echo "# h200_run k6: $((SECONDS - t_all)) s"

@@ -605,6 +605,17 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             read_only_args=[dst.toint(), src.toint(), mbar_w.toint(), lane],
         )
 
+    def l2_prefetch_tile(st_head: Any, v0: Any, warp: Any, ti: int, ntile: int, lane: Any) -> None:
+        """Lane 0 asks the copy engine to bring this warp's state tile warp + 4 ti (4 KB
+        contiguous) into L2 (no shared memory, no barrier, no effect on results): its bulk copy
+        into the stage later hits L2 instead of DRAM."""
+        src = st_head + Int64((v0 + ((warp + 4 * ti) % ntile) * 16) * K_DIM)
+        cute.arch.inline_ptx(
+            "{ .reg .pred p; setp.eq.s32 p, {$r1}, 0;"
+            " @p cp.async.bulk.prefetch.L2.global [{$r0}], 4096; }",
+            read_only_args=[src.toint(), lane],
+        )
+
     def fold_bfrag(kcs: Any, KPW: int, lane: Any, t16: int, half: int, dt: torch.dtype) -> Any:
         """The fold's B fragment word (t16, half) of this lane from the k window itself (what the
         kb copy holds): {KC[j0][p], KC[j0 + 1][p]} with j0 = 2 c + 8 half and p the column of
@@ -901,6 +912,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             vec_qk: bool = False,
             carveout: int = -1,
             t1early: bool = False,
+            t1l2: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -997,6 +1009,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # verify-only row, right after the fold's re-read on a flush row (instead of at the
             # next tile's turn). The second dependent DRAM trip then overlaps the projection.
             self.t1early = t1early and late in BULK_LATES
+            # bulk modes: the warp's later tiles are prefetched into L2 at entry (one bulk
+            # prefetch each), so their copies into the reused stage hit L2: the second
+            # dependent trip gets shorter, not earlier (t1early makes it earlier)
+            self.t1l2 = t1l2 and late in BULK_LATES
 
         @cute.jit
         def __call__(
@@ -1334,6 +1350,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 if cutlass.const_expr(not skip_state):
                     # tile 0 at entry (n_early = 0: every tile is staged)
                     bulk_stage_tile(st_head0, stage, mbar_w, v0, warp, 0, self.NTILE, lane)
+                    if cutlass.const_expr(self.t1l2):
+                        for ti in cutlass.range_constexpr(1, self.TILES_PER_WARP):
+                            if cutlass.const_expr(self.NTILE >= 4 * (ti + 1)):
+                                l2_prefetch_tile(st_head0, v0, warp, ti, self.NTILE, lane)
             kpk_pre = []
             if cutlass.const_expr(self.early):
                 # The cursor-independent part of phase 1, while the state and windows are in
@@ -2252,6 +2272,7 @@ def compile_variant(
     prefetch: int = 0,
     vec_qk: bool = True,
     t1early: bool = False,
+    t1l2: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -2259,6 +2280,8 @@ def compile_variant(
     t1early: bulk modes copy a warp's next state tile as soon as the current one was read for the
     last time (verify-only rows: after the projection's read; flush rows: after the fold's
     re-read); GDN_UCACHE_T1EARLY=0/1 overrides; ignored by the register modes.
+    t1l2: bulk modes prefetch a warp's later state tiles into L2 at entry (GDN_UCACHE_T1L2=0/1
+    overrides; ignored by the register modes).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -2299,6 +2322,8 @@ def compile_variant(
     t1early_env = os.environ.get("GDN_UCACHE_T1EARLY", "").strip()
     # int() as launch_config reads it: the same value means the same thing in both places
     t1early = (int(t1early_env) != 0 if t1early_env else bool(t1early)) and late in BULK_LATES
+    t1l2_env = os.environ.get("GDN_UCACHE_T1L2", "").strip()
+    t1l2 = (int(t1l2_env) != 0 if t1l2_env else bool(t1l2)) and late in BULK_LATES
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     # Bulk-staged modes hold 37-46 KB of shared memory per CTA: they ask for the largest
     # carve-out (the driver's own pick gave the removed late7 4 CTAs/SM where 5 fit:
@@ -2332,6 +2357,7 @@ def compile_variant(
         skip,
         carveout,
         t1early,
+        t1l2,
         arch,
     )
     fn = _CACHE.get(key)
@@ -2357,6 +2383,7 @@ def compile_variant(
         vec_qk=bool(vec_qk),
         carveout=carveout,
         t1early=t1early,
+        t1l2=t1l2,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -2502,8 +2529,8 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in ("pf", "pf1", "pf2"):
             out["prefetch"] = int(part[2:] or 1)
             continue
-        if part == "t1early":
-            out["t1early"] = 1
+        if part in ("t1early", "t1l2"):
+            out[part] = 1
             continue
         for key in ("bv", "mbp", "late", "persist"):
             if part.startswith(key) and part[len(key) :].isdigit():
@@ -2548,8 +2575,9 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     mbp = knob("GDN_UCACHE_MBP", "mbp", mbp)
     late = knob("GDN_UCACHE_LATE", "late", 0)
     prefetch = knob("GDN_UCACHE_PREFETCH", "prefetch", 0)
-    # not a table-switching knob: GDN_UCACHE_T1EARLY=1 with the table = the table's modes with it
+    # not table-switching knobs: GDN_UCACHE_T1EARLY=1 with the table = the table's modes with it
     t1early = knob("GDN_UCACHE_T1EARLY", "t1early", 0)
+    t1l2 = knob("GDN_UCACHE_T1L2", "t1l2", 0)
     return {
         "bv": bv,
         "mbp": mbp,
@@ -2557,6 +2585,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
         "nprog": nprog,
         "prefetch": prefetch,
         "t1early": t1early,
+        "t1l2": t1l2,
     }
 
 
@@ -2931,6 +2960,7 @@ def _launch(
         late=cfg["late"],
         prefetch=prefetch,
         t1early=bool(cfg["t1early"]),
+        t1l2=bool(cfg["t1l2"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )

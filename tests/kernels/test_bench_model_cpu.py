@@ -103,7 +103,7 @@ def test_tuned_table_lookup(knext, monkeypatch: pytest.MonkeyPatch) -> None:
     # every candidate name parses in the kernel file exactly as the bench's variant_env sets it
     for name in CANDIDATES:
         knobs = knext._config_knobs(name)
-        assert set(knobs) <= {"bv", "mbp", "late", "persist", "prefetch", "t1early"}
+        assert set(knobs) <= {"bv", "mbp", "late", "persist", "prefetch", "t1early", "t1l2"}
     assert knext._config_knobs("bv128+late3+mbp7") == {"bv": 128, "late": 3, "mbp": 7}
     assert knext._config_knobs("bv128+persist4+pf2") == {"bv": 128, "persist": 4, "prefetch": 2}
     assert knext._config_knobs("bv128+late13+t1early") == {"bv": 128, "late": 13, "t1early": 1}

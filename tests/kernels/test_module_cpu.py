@@ -456,3 +456,30 @@ def test_t1early_copies_the_next_tile_right_after_the_read(
     assert ptx.count("fence.proxy.async.shared::cta") == 2
     assert _state_op_counts(ptx) == _state_op_counts(base)
     assert ptx.count("mma.sync") == base.count("mma.sync")
+
+
+@pytest.mark.skipif(not _next_has_late(13), reason="no late13 in next")
+def test_t1l2_prefetches_tile_1_into_l2_at_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GDN_UCACHE_T1L2=1 (bulk modes): one 4 KB bulk L2 prefetch per warp (lane 0) of tile 1 at
+    BV=128, none at BV=64 (one tile per warp); nothing else changes: the same copies, waits and
+    state reads. It also compiles for sm_100a (the instruction exists there)."""
+    base = _next_bv128_ptx(tmp_path, 13, "late13")
+    monkeypatch.setenv("GDN_UCACHE_T1L2", "1")
+    ptx = _next_bv128_ptx(tmp_path, 13, "late13-t1l2")
+    prefetches = re.findall(r"cp\.async\.bulk\.prefetch\.L2\.global \[%rd\d+\], (\d+);", ptx)
+    assert prefetches == ["4096"], prefetches
+    for op in ("cp.async.bulk.shared::cluster", "mbarrier.try_wait", "mma.sync"):
+        assert ptx.count(op) == base.count(op), op
+    assert _state_op_counts(ptx) == _state_op_counts(base)
+    dump = tmp_path / "bv64"
+    dump.mkdir()
+    _, ptx64 = _compile("sm_90a", [[4, 16, 32, 64, "bf16", "fp16", "fp16", 0, 13]], dump, NEXT)
+    assert "cp.async.bulk.prefetch" not in ptx64
+    dump100 = tmp_path / "sm100"
+    dump100.mkdir()
+    _, ptx100 = _compile(
+        "sm_100a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 13]], dump100, NEXT
+    )
+    assert "cp.async.bulk.prefetch.L2.global" in ptx100
