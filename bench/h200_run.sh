@@ -476,10 +476,11 @@ k6)
     # table picks the register modes)
     # shellcheck disable=SC2086 # a word list
     FORCED_MODULE=$ship forced_suites k6 128 60 4 ${K6_FORCED:-13 10} &
-    # and with the next tile copied early on verify-only rows (the t1early knob)
+    # and with the next tile copied as soon as the stage is free and prefetched into L2 at entry
+    # (the t1early and t1l2 knobs)
     # shellcheck disable=SC2086
-    (export GDN_UCACHE_T1EARLY=1 && FORCED_MODULE=$ship forced_suites k6-t1early 128 60 4 \
-      ${K6_FORCED:-13 10}) &
+    (export GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 &&
+      FORCED_MODULE=$ship forced_suites k6-t1early-t1l2 128 60 4 ${K6_FORCED:-13 10}) &
     wait
   fi
   if [[ $steps == *" bench "* ]]; then

@@ -203,8 +203,8 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     assert names == [
         "suite-k6-late10",
         "suite-k6-late13",
-        "suite-k6-t1early-late10",
-        "suite-k6-t1early-late13",
+        "suite-k6-t1early-t1l2-late10",
+        "suite-k6-t1early-t1l2-late13",
     ]
     for ln in suites:
         assert "GDN_UCACHE_BV=128" in ln
