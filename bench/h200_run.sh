@@ -78,8 +78,8 @@
 #                                  # flashinfer on the serving grid at B >= 8
 #   bash bench/h200_run.sh k15     # ~150 s (session 12): why verify-only at HV=32 stays 1.08x
 #                                  # flashinfer while HV=64 is at parity: ncu of the shipped table
-#                                  # and flashinfer at HV 32/64 x B 256/128 (HV=32 B=256 and HV=64
-#                                  # B=128 launch the same 8192 CTAs), then the sass mode
+#                                  # and flashinfer at HV 32/64 x B 256/128/32 (HV=32 B=256 and
+#                                  # HV=64 B=128 launch the same 8192 CTAs), then the sass mode
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -414,7 +414,8 @@ k14)
 k15)
   # why verify-only at HV=32 is 1.08x flashinfer and HV=64 is not: the same CTA count (8192) at
   # HV=32 B=256 and HV=64 B=128, shipped table (late13) vs flashinfer; then the SASS stall profile
-  ncu_profile ncu-k15 90 --backends ours flashinfer --hv 32 64 --batch 256 128 --flush 0
+  # (and B=32, where ours is 1.06-1.13x flashinfer at 2-3 waves: latency, not bytes)
+  ncu_profile ncu-k15 120 --backends ours flashinfer --hv 32 64 --batch 256 128 32 --flush 0
   bash "$0" sass
   rm -f "$out"/*.ncu-rep
   echo "# h200_run k15: wall $((SECONDS - t_all)) s"
