@@ -4,9 +4,10 @@ Run in a subprocess (the CuTe-DSL environment is read when cutlass is imported):
     CUTE_DSL_ARCH=sm_90a CUTE_DSL_KEEP=ptx CUTE_DSL_DUMP_DIR=DIR \
         [GDN_UCACHE_KERNEL_FILE=kernels/gdn_ucache_flush_next.py] \
         python tests/kernels/_compile_variants.py '[[T, H, HV, BV, io, st, ring, sr], ...]'
-(optionally up to three more entries per variant: late state tiles (GDN_UCACHE_LATE), persistent
-0/1, window prefetch 0/1). The JSON line holds each variant's compile time and the dynamic shared
-memory its launch requests (read off the lowered host code: what sets the CTAs per SM).
+(optionally up to four more entries per variant: late state tiles (GDN_UCACHE_LATE), persistent
+0/1, window prefetch 0/1/2, 16-byte q/k rows 1/0). The JSON line holds each variant's compile
+time and the dynamic shared memory its launch requests (read off the lowered host code: what sets
+the CTAs per SM).
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ def main() -> None:
     for T, H, HV, BV, io, st, ring, sr, *knobs in variants:
         extra = {}
         if knobs:  # the next version's knobs (late tiles, persistent CTAs, prefetch level)
-            late, persist, prefetch = (list(knobs) + [0, 0, 0])[:3]
+            late, persist, prefetch, vec_qk = (list(knobs) + [0, 0, 0, 1][len(knobs) :])[:4]
             os.environ["GDN_UCACHE_LATE"] = str(late)
-            extra = {"persist": bool(persist), "prefetch": int(prefetch)}
+            extra = {"persist": bool(persist), "prefetch": int(prefetch), "vec_qk": bool(vec_qk)}
         t0 = time.time()
         fn = kmod.compile_variant(T, H, HV, BV, _DT[io], _DT[st], _DT[ring], bool(sr), **extra)
         timings.append(round(time.time() - t0, 2))
