@@ -477,11 +477,11 @@ k6)
     # table picks the register modes)
     # shellcheck disable=SC2086 # a word list
     FORCED_MODULE=$ship forced_suites k6 128 60 4 ${K6_FORCED:-13 10} &
-    # and with the next tile copied as soon as the stage is free and prefetched into L2 at entry
-    # (the t1early and t1l2 knobs)
+    # and with session 12's knobs on (t1early: the next tile copied as soon as the stage is free;
+    # t1l2: prefetched into L2 at entry; wvearly: the window weights before phase 1's barrier)
     # shellcheck disable=SC2086
-    (export GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 &&
-      FORCED_MODULE=$ship forced_suites k6-t1early-t1l2 128 60 4 ${K6_FORCED:-13 10}) &
+    (export GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 &&
+      FORCED_MODULE=$ship forced_suites k6-knobs 128 60 4 ${K6_FORCED:-13 10}) &
     wait
   fi
   if [[ $steps == *" bench "* ]]; then
@@ -519,7 +519,7 @@ k6)
   timeout 55 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 8 \
     --flush 0 20 100 --budget-s 45 --json "$out/candidates-k6.json" --backends flashinfer \
     --modules "ours=$ship" \
-    --variants ${K6_CANDIDATES:-ours:base ours:base+t1early ours:base+t1l2 ours:base+t1early+t1l2 ours:bv128+late10+mbp0 ours:bv128+late13+mbp0 ours:bv128+late3+mbp5} 2>&1 |
+    --variants ${K6_CANDIDATES:-ours:base ours:base+t1early ours:base+t1l2 ours:base+t1early+t1l2 ours:base+wvearly ours:base+t1early+t1l2+wvearly ours:bv128+late10+mbp0 ours:bv128+late13+mbp0 ours:bv128+late3+mbp5} 2>&1 |
     tee "$out/candidates-k6.log" | grep -v '^# v' | tail -n 40 || true
   fi
   echo "# h200_run k6: $((SECONDS - t_all)) s"

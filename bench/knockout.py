@@ -9,7 +9,8 @@ CTA, GDN_UCACHE_BV), mbp{0..8} (launch bounds: min CTAs per SM, GDN_UCACHE_MBP; 
 late{0,1,2,3} (state tiles per warp loaded only at the projection, 3 = the second one only after
 the first one's work), late{10,13} (state tiles by bulk copies into shared memory; GDN_UCACHE_LATE,
 the kernel's LATE_MODES), t1early (bulk modes: the next tile copied as soon as the stage is free),
-t1l2 (bulk modes: the later tiles prefetched into L2 at entry),
+t1l2 (bulk modes: the later tiles prefetched into L2 at entry), wvearly (the window weights
+before phase 1's barrier: late13 loses a CTA barrier),
 persist{N} (persistent CTAs, N per SM, GDN_UCACHE_PERSIST), nprog{N} (force N programs), pf/pf2
 (persistent: cp.async prefetch of the next row's windows / also its q/k/v and gates),
 no_{proj,epi,fold} and no_all (timing knock-outs, GDN_UCACHE_SKIP: results are wrong on purpose),
@@ -70,6 +71,9 @@ VARIANTS = {
     "t1early": {"GDN_UCACHE_T1EARLY": "1"},
     # bulk modes: the warp's later state tiles prefetched into L2 at entry (their copies hit L2)
     "t1l2": {"GDN_UCACHE_T1L2": "1"},
+    # one row per CTA: the window weights before phase 1's barrier from g words loaded at entry
+    # (late13 loses a CTA barrier)
+    "wvearly": {"GDN_UCACHE_WVEARLY": "1"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -90,6 +94,7 @@ CANDIDATES = (
     "bv128+late10+mbp0+t1early",  # session 12: next tile copied as soon as the stage is free
     "bv128+late13+mbp0+t1early",  # 72 registers, no spills, same shared memory (6 CTAs/SM)
     "bv128+late13+mbp0+t1early+t1l2",  # + tile 1 prefetched into L2 at entry
+    "bv128+late13+mbp0+t1early+t1l2+wvearly",  # + the window weights before phase 1's barrier
     "bv64+mbp7",
     "bv32",
     "bv16",
@@ -112,6 +117,7 @@ KNOBS = (
     "GDN_UCACHE_CARVEOUT",
     "GDN_UCACHE_T1EARLY",
     "GDN_UCACHE_T1L2",
+    "GDN_UCACHE_WVEARLY",
 )
 
 

@@ -71,6 +71,8 @@ CONFIGS: dict[str, tuple[list, dict[str, str]]] = {
     "late13_bv128_sr": _config(13, sr=1),
     "late13_bv128_t1early": _config(13, t1early="1"),
     "late10_bv128_t1early_t1l2": _config(10, t1early="1", t1l2="1"),
+    "late13_bv128_wvearly": _config(13, wvearly="1"),
+    "late3_bv128_wvearly": _config(3, wvearly="1"),
     "late10_bv128_no_fold": _config(10, skip="fold"),
     "late13_bv128_alias_pad4096": _config(13, skip="alias,pad4096"),
 }

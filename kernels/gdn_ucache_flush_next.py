@@ -913,6 +913,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             carveout: int = -1,
             t1early: bool = False,
             t1l2: bool = False,
+            wvearly: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -1013,6 +1014,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # prefetch each), so their copies into the reused stage hit L2: the second
             # dependent trip gets shorter, not earlier (t1early makes it earlier)
             self.t1l2 = t1l2 and late in BULK_LATES
+            # one row per CTA: G* and the window weights from g-row words loaded at entry
+            # (global, not the smem copy), written before phase 1's barrier, so late13 loses its
+            # phase-3 barrier (it only ordered the weights) and no-bsmem builds theirs
+            self.wvearly = wvearly and not persist
 
         @cute.jit
         def __call__(
@@ -1342,6 +1347,17 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
                     kc16, uw16, graw, BV, KPW,
                 )  # fmt: skip
+            g_pre = []
+            if cutlass.const_expr(self.wvearly):
+                # the g-row words this thread needs, straight from global memory: g_j (threads
+                # < 16) and G* (all), so the window weights exist before phase 1's barrier
+                g_row0 = gc + (Int64(slot_ld) * gc_s0 + Int64(hv * RING_SLOTS))
+                for g_idx in (base + cutlass.min(tid, Int32(15)), base + P - Int32(1)):
+                    g_pre.append(
+                        ldg_b32(
+                            cute.recast_ptr(g_row0 + Int64(g_idx & RING_MASK), dtype=Int32), True
+                        )
+                    )
             if cutlass.const_expr(self.bulk):
                 if lane == 0:
                     cute.arch.mbarrier_init(mbar_w, 1)
@@ -1611,27 +1627,40 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     if cutlass.const_expr(self.early):
                         # the windows and the g row (entry)
                         cute.arch.cp_async_wait_group(0)
-                    cute.arch.sync_threads()
-                    if cutlass.const_expr(self.early):
-                        # G* (0 for an empty window), the window weights w_j = e^{G* - g_j} (read
-                        # after the next barrier) and the g ring append, from the smem g row
+                    if cutlass.const_expr(self.wvearly):
+                        # G* and the window weights from the g words loaded at entry, before this
+                        # barrier: it orders wv for the scores and the fold (no barrier of its own)
                         if P > Int32(0):
-                            g_star = gws_i[(base + P - 1) & RING_MASK]
+                            g_star = as_f32(g_pre[1])
                         eg_star = cute.math.exp(g_star, fastmath=True)
                         if tid < 16:
                             wj = Float32(0.0)
                             if tid < P:
-                                wj = cute.math.exp(
-                                    g_star - gws_i[(base + tid) & RING_MASK], fastmath=True
-                                )
+                                wj = cute.math.exp(g_star - as_f32(g_pre[0]), fastmath=True)
                             wv[tid] = wj
+                    cute.arch.sync_threads()
+                    if cutlass.const_expr(self.early):
+                        if cutlass.const_expr(not self.wvearly):
+                            # G* (0 for an empty window), the window weights w_j = e^{G* - g_j}
+                            # (read after the next barrier) and the g ring append, from the smem
+                            # g row
+                            if P > Int32(0):
+                                g_star = gws_i[(base + P - 1) & RING_MASK]
+                            eg_star = cute.math.exp(g_star, fastmath=True)
+                            if tid < 16:
+                                wj = Float32(0.0)
+                                if tid < P:
+                                    wj = cute.math.exp(
+                                        g_star - gws_i[(base + tid) & RING_MASK], fastmath=True
+                                    )
+                                wv[tid] = wj
                         if vblk == 0:
                             if tid < T:
                                 gt = gam[tid]
                                 if not is_flush:
                                     gt = gt + g_star
                                 cute.arch.store(g_row + Int64((base + P + tid) & RING_MASK), gt)
-                        if cutlass.const_expr(not self.bsmem):
+                        if cutlass.const_expr(not self.bsmem and not self.wvearly):
                             cute.arch.sync_threads()  # wv before the scores (bsmem has a barrier)
 
                     # ---- phase 2: L2 norms; ring appends of k (one CTA per key head) and g ------
@@ -1684,7 +1713,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         # phase 1 wrote the fragments (its barrier orders them); this barrier,
                         # the build's in the other modes, orders the window weights (wv, threads
                         # < 16 after phase 1's barrier) before the scores and the fold read them
-                        cute.arch.sync_threads()
+                        # (wvearly: written before phase 1's barrier, which orders them)
+                        if cutlass.const_expr(not self.wvearly):
+                            cute.arch.sync_threads()
                         bx = None
                     elif cutlass.const_expr(self.bsmem):
                         # Fragments staged once per CTA in smem (word-major, lane-minor: conflict-
@@ -2273,6 +2304,7 @@ def compile_variant(
     vec_qk: bool = True,
     t1early: bool = False,
     t1l2: bool = False,
+    wvearly: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -2282,6 +2314,8 @@ def compile_variant(
     re-read); GDN_UCACHE_T1EARLY=0/1 overrides; ignored by the register modes.
     t1l2: bulk modes prefetch a warp's later state tiles into L2 at entry (GDN_UCACHE_T1L2=0/1
     overrides; ignored by the register modes).
+    wvearly: the window weights before phase 1's barrier, from g words loaded at entry (one CTA
+    barrier fewer in late13; GDN_UCACHE_WVEARLY=0/1 overrides; not with persistent CTAs).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -2324,6 +2358,8 @@ def compile_variant(
     t1early = (int(t1early_env) != 0 if t1early_env else bool(t1early)) and late in BULK_LATES
     t1l2_env = os.environ.get("GDN_UCACHE_T1L2", "").strip()
     t1l2 = (int(t1l2_env) != 0 if t1l2_env else bool(t1l2)) and late in BULK_LATES
+    wvearly_env = os.environ.get("GDN_UCACHE_WVEARLY", "").strip()
+    wvearly = (int(wvearly_env) != 0 if wvearly_env else bool(wvearly)) and not persist
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     # Bulk-staged modes hold 37-46 KB of shared memory per CTA: they ask for the largest
     # carve-out (the driver's own pick gave the removed late7 4 CTAs/SM where 5 fit:
@@ -2358,6 +2394,7 @@ def compile_variant(
         carveout,
         t1early,
         t1l2,
+        wvearly,
         arch,
     )
     fn = _CACHE.get(key)
@@ -2384,6 +2421,7 @@ def compile_variant(
         carveout=carveout,
         t1early=t1early,
         t1l2=t1l2,
+        wvearly=wvearly,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -2529,7 +2567,7 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in ("pf", "pf1", "pf2"):
             out["prefetch"] = int(part[2:] or 1)
             continue
-        if part in ("t1early", "t1l2"):
+        if part in ("t1early", "t1l2", "wvearly"):
             out[part] = 1
             continue
         for key in ("bv", "mbp", "late", "persist"):
@@ -2578,6 +2616,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     # not table-switching knobs: GDN_UCACHE_T1EARLY=1 with the table = the table's modes with it
     t1early = knob("GDN_UCACHE_T1EARLY", "t1early", 0)
     t1l2 = knob("GDN_UCACHE_T1L2", "t1l2", 0)
+    wvearly = knob("GDN_UCACHE_WVEARLY", "wvearly", 0)
     return {
         "bv": bv,
         "mbp": mbp,
@@ -2586,6 +2625,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
         "prefetch": prefetch,
         "t1early": t1early,
         "t1l2": t1l2,
+        "wvearly": wvearly,
     }
 
 
@@ -2961,6 +3001,7 @@ def _launch(
         prefetch=prefetch,
         t1early=bool(cfg["t1early"]),
         t1l2=bool(cfg["t1l2"]),
+        wvearly=bool(cfg["wvearly"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )

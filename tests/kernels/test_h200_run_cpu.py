@@ -190,7 +190,7 @@ def test_forced_suites_run_each_mode_with_its_knobs(tmp_path: Path) -> None:
 
 def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     """k6 with K6_MODULE=next (the shipping call): every step runs next, not the shipped file:
-    conformance, #3's suite forced onto late13 and late10 at BV=128 with and without t1early,
+    conformance, #3's suite forced onto late13 and late10 at BV=128 with and without the knobs,
     the final benchmark with the Triton baseline, the knock-outs and the candidates (incl.
     base+t1early); the archive comes back."""
     nxt = "kernels/gdn_ucache_flush_next.py"
@@ -201,14 +201,14 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     suites = [ln for ln in lines if "run_gpu_suite.py" in ln and "suite-k6-" in ln]
     names = sorted(ln.split("--out ")[1].split()[0].rsplit("/", 1)[1] for ln in suites)
     assert names == [
+        "suite-k6-knobs-late10",
+        "suite-k6-knobs-late13",
         "suite-k6-late10",
         "suite-k6-late13",
-        "suite-k6-t1early-t1l2-late10",
-        "suite-k6-t1early-t1l2-late13",
     ]
     for ln in suites:
         assert "GDN_UCACHE_BV=128" in ln
-        assert ("GDN_UCACHE_T1EARLY=1" in ln) == ("t1early" in ln.split("--out ")[1].split()[0])
+        assert ("GDN_UCACHE_T1EARLY=1" in ln) == ("knobs" in ln.split("--out ")[1].split()[0])
     bench = [ln for ln in lines if "bench_ucache.py" in ln]
     assert len(bench) == 2 and all("triton_vllm" in ln and "final-v10-" in ln for ln in bench)
     sweeps = [ln for ln in lines if "knockout.py" in ln]

@@ -483,3 +483,23 @@ def test_t1l2_prefetches_tile_1_into_l2_at_entry(
         "sm_100a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 13]], dump100, NEXT
     )
     assert "cp.async.bulk.prefetch.L2.global" in ptx100
+
+
+@pytest.mark.skipif(not _next_has_late(13), reason="no late13 in next")
+def test_wvearly_drops_late13s_weight_barrier(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GDN_UCACHE_WVEARLY=1: two 32-bit g-row loads per thread at entry (g_j and G*), the window
+    weights written before phase 1's barrier, and late13's phase-3 barrier (it only ordered the
+    weights) gone; the state path and the MMAs are unchanged."""
+    base = _next_bv128_ptx(tmp_path, 13, "late13")
+    monkeypatch.setenv("GDN_UCACHE_WVEARLY", "1")
+    ptx = _next_bv128_ptx(tmp_path, 13, "late13-wvearly")
+
+    def bars(text: str) -> int:
+        return len(re.findall(r"bar\.sync|barrier\.sync", text))
+
+    assert bars(ptx) == bars(base) - 1
+    assert ptx.count("ld.volatile.global.b32") == base.count("ld.volatile.global.b32") + 2
+    assert _state_op_counts(ptx) == _state_op_counts(base)
+    assert ptx.count("mma.sync") == base.count("mma.sync")
