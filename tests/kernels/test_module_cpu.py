@@ -503,3 +503,21 @@ def test_wvearly_drops_late13s_weight_barrier(
     assert ptx.count("ld.volatile.global.b32") == base.count("ld.volatile.global.b32") + 2
     assert _state_op_counts(ptx) == _state_op_counts(base)
     assert ptx.count("mma.sync") == base.count("mma.sync")
+
+    # the weights are stored before the first CTA barrier (phase 1's), which orders them: one
+    # shared store more ahead of it than without the knob
+    def stores_before_first_bar(text: str) -> int:
+        first_bar = re.search(r"bar\.sync|barrier\.sync", text)
+        assert first_bar
+        return len(re.findall(r"st\.shared\.", text[: first_bar.start()]))
+
+    assert stores_before_first_bar(ptx) == stores_before_first_bar(base) + 1
+    # persistent CTAs ignore the knob: the same PTX with and without it
+    persist = [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 0, 1, 1]]
+    ptxs = []
+    for value in ("0", "1"):
+        monkeypatch.setenv("GDN_UCACHE_WVEARLY", value)
+        dump = tmp_path / f"persist-{value}"
+        dump.mkdir()
+        ptxs.append(_compile("sm_90a", persist, dump, NEXT)[1])
+    assert ptxs[0] == ptxs[1]
