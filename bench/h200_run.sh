@@ -144,6 +144,38 @@ ncu_profile() {
   fi
 }
 
+# The kernel's own GPU cases (tests/kernels/test_ours_conformance_gpu.py) in parallel pytest
+# processes (k2, k4, k6): $1 = timeout per process (s), then one -k expression per process; the
+# first two are the launch candidates per arm (conformance-candidate-ARM.{json,log}), the others
+# conformance-casesI.*. Each pid is appended to the caller's `pids`.
+CONF_PARTS=("candidate and serving" "candidate and bf16"
+  "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
+  "compact_gqa or vllm_layout or persistent or forced_bv128_t8 or scalar_qk")
+conformance_parts() {
+  local limit=$1 i part tag
+  shift
+  local parts=("$@")
+  for i in "${!parts[@]}"; do
+    part=${parts[$i]}
+    tag=$([[ $i -lt 2 ]] && echo "candidate-${part##* }" || echo "cases$i")
+    GDN_CONFORMANCE_OUT=$out/conformance-$tag.json timeout "$limit" python3 -m pytest \
+      tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
+      -k "$part" >"$out/conformance-$tag.log" 2>&1 &
+    pids+=($!)
+  done
+}
+
+# Passed / failed counts of every conformance log under $out and its first failures ($1 = the
+# width a failure line is cut to).
+conformance_summary() {
+  local width=$1 f
+  for f in "$out"/conformance-*.log; do
+    echo "== $(basename "$f"): $(grep -cE ' PASSED' "$f") passed, $(grep -cE ' FAILED| ERROR' "$f") failed"
+    grep -E ' FAILED| ERROR' "$f" | sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' |
+      cut -c1-"$width" | head -12 || true
+  done
+}
+
 # #3's conformance suite (serving + bf16, ours only) with a launch mode forced, several at once
 # (k9-k14 on next; k6 on FORCED_MODULE, the shipped file): $1 tag, $2 BV, $3 deadline (s), $4 jobs
 # per suite, then one spec per suite: LATE or LATE/XSPLIT (XSPLIT 0 = no hi/lo split; named
@@ -184,17 +216,7 @@ k4)
     --arms serving,bf16 --deadline-s 60 --jobs 4 --max-steps 300 >"$out/suite-k4-$forced.log" 2>&1 &
   forced_pid=$!
   pids=("$suite_pid" "$forced_pid")
-  parts=("candidate and serving" "candidate and bf16"
-    "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
-    "compact_gqa or vllm_layout or persistent or forced_bv128_t8 or scalar_qk")
-  for i in "${!parts[@]}"; do
-    part=${parts[$i]}
-    tag=$([[ $i -lt 2 ]] && echo "candidate-${part##* }" || echo "cases$i")
-    GDN_CONFORMANCE_OUT=$out/conformance-$tag.json timeout 80 python3 -m pytest \
-      tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
-      -k "$part" >"$out/conformance-$tag.log" 2>&1 &
-    pids+=($!)
-  done
+  conformance_parts 80 "${CONF_PARTS[@]}"
   if [[ -f .gpu/k4/prev.py ]]; then  # the fallback's table configs, in case next fails here
     GDN_UCACHE_OURS_MODULE=.gpu/k4/prev.py timeout 80 python3 -m pytest \
       tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
@@ -206,11 +228,7 @@ k4)
   kill -- -"$forced_pid" 2>/dev/null || true
   tail -3 "$out/suite-k4.log"
   echo "== $forced (bv128, no bound):"; tail -2 "$out/suite-k4-$forced.log"
-  for f in "$out"/conformance-*.log; do
-    echo "== $(basename "$f"): $(grep -cE ' PASSED' "$f") passed, $(grep -cE ' FAILED| ERROR' "$f") failed"
-    grep -E ' FAILED| ERROR' "$f" | sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' |
-      cut -c1-160 | head -12 || true
-  done
+  conformance_summary 160
   echo "# conformance ($NEXTF) wall $((SECONDS - t0)) s"
   unset GDN_UCACHE_OURS_MODULE
   # timing, cold L2, graph replay: flashinfer, the shipped v4 (its table) and next's candidates
@@ -453,25 +471,11 @@ k6)
       >"$out/suite-k6.log" 2>&1 &
     suite_pid=$!
     pids=("$suite_pid")
-    parts=("candidate and serving" "candidate and bf16"
-      "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
-      "compact_gqa or vllm_layout or persistent or forced_bv128_t8 or scalar_qk")
-    for i in "${!parts[@]}"; do
-      part=${parts[$i]}
-      tag=$([[ $i -lt 2 ]] && echo "candidate-${part##* }" || echo "cases$i")
-      GDN_CONFORMANCE_OUT=$out/conformance-$tag.json timeout 85 python3 -m pytest \
-        tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
-        -k "$part" >"$out/conformance-$tag.log" 2>&1 &
-      pids+=($!)
-    done
+    conformance_parts 85 "${CONF_PARTS[@]}"
     for pid in "${pids[@]}"; do wait "$pid" || true; done
     kill -- -"$suite_pid" 2>/dev/null || true
     tail -3 "$out/suite-k6.log"
-    for f in "$out"/conformance-*.log; do
-      echo "== $(basename "$f"): $(grep -cE ' PASSED' "$f") passed, $(grep -cE ' FAILED| ERROR' "$f") failed"
-      grep -E ' FAILED| ERROR' "$f" | sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' |
-        cut -c1-160 | head -12 || true
-    done
+    conformance_summary 160
     echo "# conformance (shipped kernel) wall $((SECONDS - t0)) s"
     # #3's suite forced onto the table's bulk modes (its own shapes are small batches, where the
     # table picks the register modes)
@@ -603,25 +607,13 @@ k2)
     >"$out/suite-k2.log" 2>&1 &
   suite_pid=$!
   pids=("$suite_pid")
-  parts=("candidate and serving" "candidate and bf16"
-    "native_t or gate_regimes or predictive or t8_flush or qwen_shape"
-    "compact_gqa or vllm_layout or persistent or forced_bv128_t8")
-  for i in "${!parts[@]}"; do
-    part=${parts[$i]}
-    tag=$([[ $i -lt 2 ]] && echo "candidate-${part##* }" || echo "cases$i")
-    GDN_CONFORMANCE_OUT=$out/conformance-$tag.json timeout 70 python3 -m pytest \
-      tests/kernels/test_ours_conformance_gpu.py -v --tb=line -p no:cacheprovider -rfE \
-      -k "$part" >"$out/conformance-$tag.log" 2>&1 &
-    pids+=($!)
-  done
+  # (k2 predates the scalar_qk cases)
+  conformance_parts 70 "${CONF_PARTS[@]:0:3}" \
+    "compact_gqa or vllm_layout or persistent or forced_bv128_t8"
   for pid in "${pids[@]}"; do wait "$pid" || true; done
   kill -- -"$suite_pid" 2>/dev/null || true
   tail -3 "$out/suite-k2.log"
-  for f in "$out"/conformance-*.log; do
-    echo "== $(basename "$f"): $(grep -cE ' PASSED' "$f") passed, $(grep -cE ' FAILED| ERROR' "$f") failed"
-    grep -E ' FAILED| ERROR' "$f" | sed 's/^tests\/kernels\/test_ours_conformance_gpu.py:://' |
-      cut -c1-120 | head -12 || true
-  done
+  conformance_summary 120
   echo "# conformance ($V4FILE) wall $((SECONDS - t0)) s"
   unset GDN_UCACHE_OURS_MODULE
   # 2. candidates that passed in BOTH arms (a candidate that failed or never ran is not timed);
