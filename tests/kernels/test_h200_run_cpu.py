@@ -56,6 +56,11 @@ def run_mode(
     return log.read_text(), out
 
 
+def out_name(line: str) -> str:
+    """The folder name a stub-logged command's `--out DIR` names (a suite's name)."""
+    return line.split("--out ")[1].split()[0].rsplit("/", 1)[1]
+
+
 def test_k4_mode_measures_next_at_its_forced_path(tmp_path: Path) -> None:
     """k4 on v8: #3's suite with late5 forced at BV=128, v8's launch candidates next to the
     shipped file and flashinfer in both arms, its knock-outs (stream incl.) and an ncu of the
@@ -167,7 +172,7 @@ def test_forced_suites_run_each_mode_with_its_knobs(tmp_path: Path) -> None:
     (tmp_path / "k9").mkdir()
     calls, _ = run_mode(tmp_path / "k14", "k14")
     suites = [ln for ln in calls.splitlines() if "run_gpu_suite.py" in ln]
-    names = sorted(ln.split("--out ")[1].split()[0].rsplit("/", 1)[1] for ln in suites)
+    names = sorted(out_name(ln) for ln in suites)
     assert names == [
         "suite-k14-late10-bv64-split1",
         "suite-k14-late12-bv64-split0",
@@ -181,7 +186,7 @@ def test_forced_suites_run_each_mode_with_its_knobs(tmp_path: Path) -> None:
         assert f"GDN_UCACHE_XSPLIT={split}" in ln
     calls9, _ = run_mode(tmp_path / "k9", "k9")
     suites9 = [ln for ln in calls9.splitlines() if "run_gpu_suite.py" in ln]
-    assert sorted(ln.split("--out ")[1].split()[0].rsplit("/", 1)[1] for ln in suites9) == [
+    assert sorted(out_name(ln) for ln in suites9) == [
         "suite-k9-late7",
         "suite-k9-late9",
     ]
@@ -199,7 +204,7 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     python = [ln for ln in lines if ln.startswith("python3 ") and " -c " not in ln]
     assert python and all(f"GDN_UCACHE_OURS_MODULE={nxt}" in ln for ln in python)
     suites = [ln for ln in lines if "run_gpu_suite.py" in ln and "suite-k6-" in ln]
-    names = sorted(ln.split("--out ")[1].split()[0].rsplit("/", 1)[1] for ln in suites)
+    names = sorted(out_name(ln) for ln in suites)
     assert names == [
         "suite-k6-knobs-late10",
         "suite-k6-knobs-late13",
@@ -208,7 +213,7 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     ]
     for ln in suites:
         assert "GDN_UCACHE_BV=128" in ln
-        assert ("GDN_UCACHE_T1EARLY=1" in ln) == ("knobs" in ln.split("--out ")[1].split()[0])
+        assert ("GDN_UCACHE_T1EARLY=1" in ln) == ("knobs" in out_name(ln))
     bench = [ln for ln in lines if "bench_ucache.py" in ln]
     assert len(bench) == 2 and all("triton_vllm" in ln and "final-v10-" in ln for ln in bench)
     sweeps = [ln for ln in lines if "knockout.py" in ln]
