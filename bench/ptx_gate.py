@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -27,7 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COMPILER = ROOT / "tests" / "kernels" / "_compile_variants.py"
+sys.path.insert(0, str(ROOT))
+
+from bench.ptxas_regs import compile_for_sm90a  # noqa: E402
 
 SERVING = ("bf16", "fp16", "fp16")
 BF16 = ("bf16", "bf16", "bf16")
@@ -93,22 +94,12 @@ def build(kernel: Path, name: str, out: Path) -> str:
     variant, knobs = CONFIGS[name]
     dump = out / name
     shutil.rmtree(dump, ignore_errors=True)
-    dump.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDN_UCACHE_")}
     env |= knobs | {
-        "CUTE_DSL_ARCH": "sm_90a",
-        "CUTE_DSL_KEEP": "ptx",
-        "CUTE_DSL_DUMP_DIR": str(dump),
         "CUTE_DSL_DISABLE_FILE_CACHING": "1",
         "CUTE_DSL_CACHE_DIR": str(dump / "cache"),
-        "GDN_UCACHE_KERNEL_FILE": str(kernel),
     }
-    proc = subprocess.run(
-        [sys.executable, str(COMPILER), json.dumps([variant])],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    proc = compile_for_sm90a([variant], dump, kernel, env)
     shutil.rmtree(dump / "cache", ignore_errors=True)
     ptx = sorted(dump.glob("*.ptx"))
     if proc.returncode != 0 or len(ptx) != 1:

@@ -70,28 +70,38 @@ def find_ptxas(explicit: str | None) -> str:
     return ptxas
 
 
+def compile_for_sm90a(
+    variants: list, dump: Path, kernel: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess:
+    """Compile kernel variants (tests/kernels/_compile_variants.py's list) of `kernel` for sm_90a
+    in a subprocess with `env`, keeping their PTX in `dump`; the finished process."""
+    dump.mkdir(parents=True, exist_ok=True)
+    env = env | {
+        "CUTE_DSL_ARCH": "sm_90a",
+        "CUTE_DSL_KEEP": "ptx",
+        "CUTE_DSL_DUMP_DIR": str(dump),
+        "GDN_UCACHE_KERNEL_FILE": str(kernel),
+    }
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tests/kernels/_compile_variants.py"), json.dumps(variants)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
 def ours_ptx(
     late: int, T: int, HV: int, dump: Path, kernel: Path | None = None, bv: int = 128
 ) -> Path:
     """Compile our kernel file (default: the shipped one; BV rows per CTA, serving dtypes) in a
     subprocess and return its PTX."""
-    dump.mkdir(parents=True, exist_ok=True)
-    env = dict(
-        os.environ,
-        CUTE_DSL_ARCH="sm_90a",
-        CUTE_DSL_KEEP="ptx",
-        CUTE_DSL_DUMP_DIR=str(dump),
-        GDN_UCACHE_LATE=str(late),
-        GDN_UCACHE_KERNEL_FILE=str(kernel or ROOT / "kernels/gdn_ucache_flush.py"),
+    res = compile_for_sm90a(
+        [[T, 16, HV, bv, "bf16", "fp16", "fp16", 0]],
+        dump,
+        kernel or ROOT / "kernels/gdn_ucache_flush.py",
+        dict(os.environ, GDN_UCACHE_LATE=str(late)),
     )
-    variant = json.dumps([[T, 16, HV, bv, "bf16", "fp16", "fp16", 0]])
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "tests/kernels/_compile_variants.py"), variant],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    res.check_returncode()
     (dump / "compile.json").write_text(res.stdout.strip().splitlines()[-1])
     (ptx,) = dump.glob("*.ptx")
     return ptx
