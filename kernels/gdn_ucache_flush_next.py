@@ -2286,6 +2286,13 @@ LATE_MODES = {
 }
 
 
+def _flag_knob(name: str, value: bool) -> bool:
+    """An on/off launch knob: the environment variable if set (read with int(), as launch_config
+    reads it, so one value means the same in both places), else `value`."""
+    raw = os.environ.get(name, "").strip()
+    return int(raw) != 0 if raw else bool(value)
+
+
 def compile_variant(
     T: int,
     H: int,
@@ -2353,13 +2360,9 @@ def compile_variant(
         mbp = int(os.environ["GDN_UCACHE_MBP"])
     mbp = int(mbp or 0)  # launch bounds (min CTAs per SM); > 0 needs the GPU at compile time
     bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
-    t1early_env = os.environ.get("GDN_UCACHE_T1EARLY", "").strip()
-    # int() as launch_config reads it: the same value means the same thing in both places
-    t1early = (int(t1early_env) != 0 if t1early_env else bool(t1early)) and late in BULK_LATES
-    t1l2_env = os.environ.get("GDN_UCACHE_T1L2", "").strip()
-    t1l2 = (int(t1l2_env) != 0 if t1l2_env else bool(t1l2)) and late in BULK_LATES
-    wvearly_env = os.environ.get("GDN_UCACHE_WVEARLY", "").strip()
-    wvearly = (int(wvearly_env) != 0 if wvearly_env else bool(wvearly)) and not persist
+    t1early = _flag_knob("GDN_UCACHE_T1EARLY", t1early) and late in BULK_LATES
+    t1l2 = _flag_knob("GDN_UCACHE_T1L2", t1l2) and late in BULK_LATES
+    wvearly = _flag_knob("GDN_UCACHE_WVEARLY", wvearly) and not persist
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     # Bulk-staged modes hold 37-46 KB of shared memory per CTA: they ask for the largest
     # carve-out (the driver's own pick gave the removed late7 4 CTAs/SM where 5 fit:
