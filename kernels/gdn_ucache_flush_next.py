@@ -1940,11 +1940,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 if cutlass.const_expr(self.bulk):
                                     # re-read: shared, not L2
                                     sa = read_bulk_tile(stage, warp, g4, c4, skip_state, True)
-                                    if cutlass.const_expr(
-                                        self.t1early
-                                        and not skip_state
-                                        and self.NTILE >= 4 * (ti + 2)
-                                    ):
+                                    if cutlass.const_expr(early_next):  # (set at the read above)
                                         stage_next_tile(
                                             st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE,
                                             lane,
