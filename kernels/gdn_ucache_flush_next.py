@@ -616,6 +616,118 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             read_only_args=[src.toint(), lane],
         )
 
+    def l2_prefetch_bulk(addr: Any, nbytes: Any, flag: Any) -> None:
+        """One bulk L2 prefetch of nbytes (a multiple of 16) at the 16-byte aligned global
+        address `addr` (an integer) when flag (Int32) != 0. A hint: no registers, no barrier."""
+        cute.arch.inline_ptx(
+            "{ .reg .pred p; setp.ne.s32 p, {$r2}, 0;"
+            " @p cp.async.bulk.prefetch.L2.global [{$r0}], {$r1}; }",
+            read_only_args=[addr, Int32(nbytes), flag],
+        )
+
+    def l2_prefetch_line(addr: Any, flag: Any) -> None:
+        """prefetch.global.L2 of the line holding `addr` (any alignment) when flag != 0."""
+        cute.arch.inline_ptx(
+            "{ .reg .pred p; setp.ne.s32 p, {$r1}, 0; @p prefetch.global.L2 [{$r0}]; }",
+            read_only_args=[addr, flag],
+        )
+
+    def as_flag(cond: Any) -> Any:
+        return cutlass.select_(cond, Int32(1), Int32(0))
+
+    def xpf_activations(
+        q: Any,
+        k: Any,
+        v: Any,
+        a: Any,
+        b: Any,
+        q_sb: Any,
+        q_st: Any,
+        k_sb: Any,
+        k_st: Any,
+        v_sb: Any,
+        v_st: Any,
+        a_sb: Any,
+        a_st: Any,
+        b_sb: Any,
+        b_st: Any,
+        zf: Any,
+        has_f: Any,
+        ih: Any,
+        hv: Any,
+        v0: Any,
+        item: Any,
+        T: int,
+        BV: int,
+    ) -> None:
+        """Cross-row L2 prefetch, cursor-independent part: row zf's q and k rows (key head ih),
+        its v slice and its a/b gates, one per thread (item = 0 .. 5 T - 1; others none): bulk
+        prefetches of the 16-bit rows where they are 16-byte aligned (checked here: a hint is
+        skipped, never faulted), one line for each gate."""
+        kind = item // T
+        t = Int64(item % T)
+        zf64 = Int64(zf)
+        q_a = (q + (zf64 * q_sb + t * q_st + Int64(ih * K_DIM))).toint()
+        k_a = (k + (zf64 * k_sb + t * k_st + Int64(ih * K_DIM))).toint()
+        v_a = (v + (zf64 * v_sb + t * v_st + Int64(hv * V_DIM_C + v0))).toint()
+        a_a = (a + (zf64 * a_sb + t * a_st + Int64(hv))).toint()
+        b_a = (b + (zf64 * b_sb + t * b_st + Int64(hv))).toint()
+        row = cutlass.select_(kind == 0, q_a, cutlass.select_(kind == 1, k_a, v_a))
+        nbytes = cutlass.select_(kind == 2, Int32(BV * 2), Int32(K_DIM * 2))
+        aligned = (row & Int64(15)) == Int64(0)
+        l2_prefetch_bulk(row, nbytes, as_flag(has_f & (item >= 0) & (kind < 3) & aligned))
+        gate = cutlass.select_(kind == 3, a_a, b_a)
+        l2_prefetch_line(gate, as_flag(has_f & (kind >= 3) & (kind < 5) & (item >= 0)))
+
+    def xpf_row(
+        pool: Any,
+        kc: Any,
+        uc: Any,
+        gc: Any,
+        pool_s0: Any,
+        kc_s0: Any,
+        uc_s0: Any,
+        gc_s0: Any,
+        slot_f: Any,
+        P_f: Any,
+        base_f: Any,
+        has_f: Any,
+        ih: Any,
+        hv: Any,
+        v0: Any,
+        lane: Any,
+        BV: int,
+    ) -> None:
+        """Cross-row L2 prefetch, cursor-dependent part (one warp): row zf's state rows
+        v0..v0+BV of head hv (lane 0: contiguous, 4 KB per bulk prefetch), its live u- and
+        k-window rows (lanes 1-2 and 3-4: the ring slots base..base+P-1 are at most two
+        contiguous runs of 256-byte rows) and its g row (lanes 5-6: the lines of its first and
+        last word). Pad rows and rows past the batch prefetch nothing."""
+        live = has_f & (slot_f >= Int32(0))
+        s64 = Int64(cutlass.max(slot_f, Int32(0)))
+        n_live = cutlass.min(cutlass.max(P_f, Int32(0)), Int32(W_RING))
+        b0 = base_f & Int32(RING_MASK)
+        n1 = cutlass.min(n_live, Int32(RING_SLOTS) - b0)
+        first = (lane % 2) == 1  # lanes 1, 3, 5: the first run / the first g word
+        r0 = cutlass.select_(first, b0, Int32(0))
+        nrows = cutlass.select_(first, n1, n_live - n1)
+        st_head = pool + (s64 * pool_s0 + Int64((hv * V_DIM_C + v0) * K_DIM))
+        for c in range(BV // 16):  # 4 KB (16 rows) per prefetch, the size t1l2 asks for
+            l2_prefetch_bulk(
+                (st_head + Int64(c * 16 * K_DIM)).toint(),
+                Int32(16 * K_DIM * 2),
+                as_flag(live & (lane == 0)),
+            )
+        u_a = (uc + (s64 * uc_s0 + Int64((hv * RING_SLOTS + r0) * V_DIM_C))).toint()
+        k_a = (kc + (s64 * kc_s0 + Int64((ih * RING_SLOTS + r0) * K_DIM))).toint()
+        win = cutlass.select_(lane < 3, u_a, k_a)
+        l2_prefetch_bulk(
+            win, nrows * Int32(K_DIM * 2), as_flag(live & (lane >= 1) & (lane < 5) & (nrows > 0))
+        )
+        g_word = cutlass.select_(first, Int32(0), Int32(RING_SLOTS - 1))
+        g_a = (gc + (s64 * gc_s0 + Int64(hv * RING_SLOTS) + Int64(g_word))).toint()
+        l2_prefetch_line(g_a, as_flag(live & (lane >= 5) & (lane < 7)))
+
     def fold_bfrag(kcs: Any, KPW: int, lane: Any, t16: int, half: int, dt: torch.dtype) -> Any:
         """The fold's B fragment word (t16, half) of this lane from the k window itself (what the
         kb copy holds): {KC[j0][p], KC[j0 + 1][p]} with j0 = 2 c + 8 half and p the column of
@@ -914,6 +1026,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             t1early: bool = False,
             t1l2: bool = False,
             wvearly: bool = False,
+            xpf: int = 0,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -1018,6 +1131,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # (global, not the smem copy), written before phase 1's barrier, so late13 loses its
             # phase-3 barrier (it only ordered the weights) and no-bsmem builds theirs
             self.wvearly = wvearly and not persist
+            # one row per CTA: each CTA also asks L2 for what the CTAs of row z + xpf will read
+            # (state rows, live window rows, q/k/v rows, gates), so that rows started later find
+            # their bytes in L2 (a hint: results unchanged). CTAs are dispatched in row order;
+            # xpf rows ahead is a fraction of the rows resident at once (0 = off)
+            self.xpf = xpf if not persist else 0
 
         @cute.jit
         def __call__(
@@ -1260,6 +1378,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 slot = ldg_b32(idx + z0)
                 P = ldg_b32(hist + z0)
                 base = ldg_b32(cbase + z0)
+                if cutlass.const_expr(self.xpf > 0):
+                    # the cursors of row z0 + xpf (the same trip as ours; clamped in bounds)
+                    zf = z0 + Int32(self.xpf)
+                    has_f = zf < batch
+                    zfc = cutlass.min(zf, batch - Int32(1))
+                    slot_f = ldg_b32(idx + zfc)
+                    P_f = ldg_b32(hist + zfc)
+                    base_f = ldg_b32(cbase + zfc)
             else:
                 slot = cute.arch.load(idx + z0, Int32)
                 P = cute.arch.load(hist + z0, Int32)
@@ -1370,6 +1496,24 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         for ti in cutlass.range_constexpr(1, self.TILES_PER_WARP):
                             if cutlass.const_expr(self.NTILE >= 4 * (ti + 1)):
                                 l2_prefetch_tile(st_head0, v0, warp, ti, self.NTILE, lane)
+            if cutlass.const_expr(self.xpf > 0):
+                # row z0 + xpf's bytes into L2 by warps 2-3, after our own copies were issued
+                # (they are on our critical path, these are not). Here, not at entry: a branch
+                # there ends ptxas's entry block before our cursors' first use, and it then
+                # issued our cursor loads after the activation loads (SASS): one trip later.
+                # Row z0 + xpf's cursors still leave after our windows (their use is past this
+                # branch): their trip overlaps that of the activation loads warps 2-3 wait on
+                # next. Predicating instead of branching moves nothing and costs warps 0-1 the
+                # address arithmetic.
+                if warp >= 2:
+                    xpf_activations(
+                        q, k, v, a, b, q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb,
+                        b_st, zfc, has_f, ih, hv, v0, tid - Int32(64), T, BV,
+                    )  # fmt: skip
+                    xpf_row(
+                        pool, kc, uc, gc, pool_s0, kc_s0, uc_s0, gc_s0, slot_f, P_f, base_f,
+                        has_f & (warp == 3), ih, hv, v0, lane, BV,
+                    )  # fmt: skip
             kpk_pre = []
             if cutlass.const_expr(self.early):
                 # The cursor-independent part of phase 1, while the state and windows are in
@@ -2308,6 +2452,7 @@ def compile_variant(
     t1early: bool = False,
     t1l2: bool = False,
     wvearly: bool = False,
+    xpf: int = 0,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -2319,6 +2464,8 @@ def compile_variant(
     overrides; ignored by the register modes).
     wvearly: the window weights before phase 1's barrier, from g words loaded at entry (one CTA
     barrier fewer in late13; GDN_UCACHE_WVEARLY=0/1 overrides; not with persistent CTAs).
+    xpf: rows ahead whose state, live window rows, q/k/v rows and gates each CTA prefetches into
+    L2 (0 = off; GDN_UCACHE_XPF overrides; not with persistent CTAs).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -2359,6 +2506,10 @@ def compile_variant(
     t1early = _flag_knob("GDN_UCACHE_T1EARLY", t1early) and late in BULK_LATES
     t1l2 = _flag_knob("GDN_UCACHE_T1L2", t1l2) and late in BULK_LATES
     wvearly = _flag_knob("GDN_UCACHE_WVEARLY", wvearly) and not persist
+    xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
+    xpf = 0 if persist else int(xpf_raw) if xpf_raw else int(xpf)
+    if xpf < 0:
+        raise ValueError(f"GDN_UCACHE_XPF={xpf}: expected rows ahead >= 0 (0 = off)")
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     # Bulk-staged modes hold 37-46 KB of shared memory per CTA: they ask for the largest
     # carve-out (the driver's own pick gave the removed late7 4 CTAs/SM where 5 fit:
@@ -2394,6 +2545,7 @@ def compile_variant(
         t1early,
         t1l2,
         wvearly,
+        xpf,
         arch,
     )
     fn = _CACHE.get(key)
@@ -2421,6 +2573,7 @@ def compile_variant(
         t1early=t1early,
         t1l2=t1l2,
         wvearly=wvearly,
+        xpf=xpf,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -2569,7 +2722,7 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in ("t1early", "t1l2", "wvearly"):
             out[part] = 1
             continue
-        for key in ("bv", "mbp", "late", "persist"):
+        for key in ("bv", "mbp", "late", "persist", "xpf"):
             if part.startswith(key) and part[len(key) :].isdigit():
                 out[key] = int(part[len(key) :])
                 break
@@ -2616,6 +2769,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     t1early = knob("GDN_UCACHE_T1EARLY", "t1early", 0)
     t1l2 = knob("GDN_UCACHE_T1L2", "t1l2", 0)
     wvearly = knob("GDN_UCACHE_WVEARLY", "wvearly", 0)
+    xpf = knob("GDN_UCACHE_XPF", "xpf", 0)
     return {
         "bv": bv,
         "mbp": mbp,
@@ -2625,6 +2779,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
         "t1early": t1early,
         "t1l2": t1l2,
         "wvearly": wvearly,
+        "xpf": xpf,
     }
 
 
@@ -3001,6 +3156,7 @@ def _launch(
         t1early=bool(cfg["t1early"]),
         t1l2=bool(cfg["t1l2"]),
         wvearly=bool(cfg["wvearly"]),
+        xpf=int(cfg["xpf"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )
