@@ -10,7 +10,8 @@ late{0,1,2,3} (state tiles per warp loaded only at the projection, 3 = the secon
 the first one's work), late{10,13} (state tiles by bulk copies into shared memory; GDN_UCACHE_LATE,
 the kernel's LATE_MODES), t1early (bulk modes: the next tile copied as soon as the stage is free),
 t1l2 (bulk modes: the later tiles prefetched into L2 at entry), wvearly (the window weights
-before phase 1's barrier: late13 loses a CTA barrier),
+before phase 1's barrier: late13 loses a CTA barrier), xpf{N} (one row per CTA: each CTA
+prefetches into L2 what row z + N's CTAs will read, GDN_UCACHE_XPF),
 persist{N} (persistent CTAs, N per SM, GDN_UCACHE_PERSIST), nprog{N} (force N programs), pf/pf2
 (persistent: cp.async prefetch of the next row's windows / also its q/k/v and gates),
 no_{proj,epi,fold} and no_all (timing knock-outs, GDN_UCACHE_SKIP: results are wrong on purpose),
@@ -95,6 +96,11 @@ CANDIDATES = (
     "bv128+late13+mbp0+t1early",  # 72 registers, no spills, same shared memory (6 CTAs/SM)
     "bv128+late13+mbp0+t1early+t1l2",  # + tile 1 prefetched into L2 at entry
     "bv128+late13+mbp0+t1early+t1l2+wvearly",  # + the window weights before phase 1's barrier
+    # session 13: each CTA prefetches row z + N's bytes into L2 (a hint). The code is the same
+    # for every N > 0 (N only offsets the row), so the table may name any distance; 2 makes the
+    # conformance batch (9 rows, pad rows among them) prefetch both real and pad rows and none
+    "bv128+late13+mbp0+xpf2",
+    "bv128+late10+mbp0+xpf2",
     "bv64+mbp7",
     "bv32",
     "bv16",
@@ -118,6 +124,7 @@ KNOBS = (
     "GDN_UCACHE_T1EARLY",
     "GDN_UCACHE_T1L2",
     "GDN_UCACHE_WVEARLY",
+    "GDN_UCACHE_XPF",
 )
 
 
@@ -140,6 +147,8 @@ def variant_env(name: str) -> dict[str, str]:
             env["GDN_UCACHE_MBP"] = part[3:]
         elif part.startswith("late") and part[4:].isdigit():
             env["GDN_UCACHE_LATE"] = part[4:]
+        elif part.startswith("xpf") and part[3:].isdigit():
+            env["GDN_UCACHE_XPF"] = part[3:]
         elif part.startswith("persist") and part[7:].isdigit():
             env["GDN_UCACHE_PERSIST"] = part[7:]
         elif part.startswith("nprog") and part[5:].isdigit():

@@ -16,7 +16,8 @@ STUB = """#!/usr/bin/env bash
 echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
   "GDN_UCACHE_OURS_MODULE=${GDN_UCACHE_OURS_MODULE:-} GDN_UCACHE_LATE=${GDN_UCACHE_LATE:-}" \\
   "GDN_UCACHE_BV=${GDN_UCACHE_BV:-} GDN_UCACHE_XSPLIT=${GDN_UCACHE_XSPLIT:-}" \\
-  "GDN_UCACHE_T1EARLY=${GDN_UCACHE_T1EARLY:-}" >>"$STUB_LOG"
+  "GDN_UCACHE_T1EARLY=${GDN_UCACHE_T1EARLY:-} GDN_UCACHE_XPF=${GDN_UCACHE_XPF:-}" \\
+  >>"$STUB_LOG"
 if [[ $(basename "$0") == ncu ]]; then
   prev=""
   for a in "$@"; do
@@ -197,7 +198,7 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     """k6 with K6_MODULE=next (the shipping call): every step runs next, not the shipped file:
     conformance, #3's suite forced onto late13 and late10 at BV=128 with and without the knobs,
     the final benchmark with the Triton baseline, the knock-outs and the candidates (incl.
-    base+t1early); the archive comes back."""
+    base+t1early and base+xpfN); the archive comes back."""
     nxt = "kernels/gdn_ucache_flush_next.py"
     calls, out = run_mode(tmp_path, "k6", {"K6_MODULE": nxt})
     lines = calls.splitlines()
@@ -214,11 +215,14 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     for ln in suites:
         assert "GDN_UCACHE_BV=128" in ln
         assert ("GDN_UCACHE_T1EARLY=1" in ln) == ("knobs" in out_name(ln))
+        assert ("GDN_UCACHE_XPF=2" in ln) == ("knobs" in out_name(ln))
     bench = [ln for ln in lines if "bench_ucache.py" in ln]
     assert len(bench) == 2 and all("triton_vllm" in ln and "final-v10-" in ln for ln in bench)
     sweeps = [ln for ln in lines if "knockout.py" in ln]
     assert len(sweeps) == 2 and all(f"ours={nxt}" in ln for ln in sweeps)
     assert " ours:base+t1early " in sweeps[1]
+    for xpf in ("xpf4", "xpf8", "xpf16", "t1early+xpf8"):
+        assert f" ours:base+{xpf} " in sweeps[1]
     assert (out / "kernel-k6.tar.gz").is_file()
 
 

@@ -485,6 +485,53 @@ def test_t1l2_prefetches_tile_1_into_l2_at_entry(
     assert "cp.async.bulk.prefetch.L2.global" in ptx100
 
 
+def _next_has_xpf() -> bool:
+    return NEXT.exists() and "GDN_UCACHE_XPF" in NEXT.read_text()
+
+
+@pytest.mark.skipif(not _next_has_xpf(), reason="no xpf in next")
+def test_xpf_prefetches_row_z_plus_n_into_l2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GDN_UCACHE_XPF=N (one row per CTA): row z + N's three cursors are loaded with ours, then
+    warps 2-3 ask L2 for that row's bytes: its state rows (one 4 KB bulk prefetch per 16 rows),
+    its q/k rows and v slice (a 256-byte bulk prefetch each at BV=128), its live u/k window runs
+    (a bulk prefetch of a run-dependent size), its gates and g row (line prefetches). Nothing
+    that computes a result changes: the same copies, state reads, MMAs and barriers. Persistent
+    CTAs ignore it; it compiles for sm_100a."""
+    base = _next_bv128_ptx(tmp_path, 13, "late13")
+    monkeypatch.setenv("GDN_UCACHE_XPF", "8")
+    ptx = _next_bv128_ptx(tmp_path, 13, "late13-xpf8")
+    _portable(ptx)
+    bulk = re.findall(r"cp\.async\.bulk\.prefetch\.L2\.global \[%rd\d+\], (%?r?\d+);", ptx)
+    assert sorted(bulk) == sorted(["4096"] * 8 + ["256", next(b for b in bulk if "%" in b)])
+    assert ptx.count("prefetch.global.L2 ") == 2
+    assert "cp.async.bulk.prefetch" not in base and "prefetch.global" not in base
+    assert ptx.count("ld.global.b32") == base.count("ld.global.b32") + 3
+    for op in ("cp.async.bulk.shared::cluster", "mbarrier.try_wait", "mma.sync", "cp.async.cg"):
+        assert ptx.count(op) == base.count(op), op
+    assert _state_op_counts(ptx) == _state_op_counts(base)
+    assert len(re.findall(r"bar\.sync|barrier\.sync", ptx)) == len(
+        re.findall(r"bar\.sync|barrier\.sync", base)
+    )
+    # BV=32 (the B=1 shape): two 4 KB pieces of state rows
+    dump = tmp_path / "bv32"
+    dump.mkdir()
+    _, ptx32 = _compile("sm_90a", [[4, 16, 32, 32, "bf16", "fp16", "fp16", 0, 0]], dump, NEXT)
+    assert len(re.findall(r"prefetch\.L2\.global \[%rd\d+\], 4096;", ptx32)) == 2
+    # persistent CTAs: no cross-row prefetch (they prefetch their own next row)
+    dump = tmp_path / "persist"
+    dump.mkdir()
+    persist = [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 0, 1, 1]]
+    assert "prefetch.global.L2 " not in _compile("sm_90a", persist, dump, NEXT)[1]
+    dump100 = tmp_path / "sm100"
+    dump100.mkdir()
+    _, ptx100 = _compile(
+        "sm_100a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 13]], dump100, NEXT
+    )
+    assert ptx100.count("prefetch.global.L2 ") == 2
+
+
 @pytest.mark.skipif(not _next_has_late(13), reason="no late13 in next")
 def test_wvearly_drops_late13s_weight_barrier(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
