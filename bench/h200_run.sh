@@ -484,8 +484,10 @@ k6)
     # and with session 12's knobs on (t1early: the next tile copied as soon as the stage is free;
     # t1l2: prefetched into L2 at entry; wvearly: the window weights before phase 1's barrier)
     # and session 13's xpf (row z + 2's bytes prefetched into L2: the suite's batches are small)
+    # and actfirst (the activation loads leave with the cursor loads)
     # shellcheck disable=SC2086
-    (export GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_XPF=2 &&
+    (export GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_XPF=2 \
+      GDN_UCACHE_ACTFIRST=1 &&
       FORCED_MODULE=$ship forced_suites k6-knobs 128 60 4 ${K6_FORCED:-13 10}) &
     wait
   fi
@@ -525,7 +527,7 @@ k6)
   timeout 85 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 8 \
     --flush 0 20 100 --budget-s 75 --json "$out/candidates-k6.json" --backends flashinfer \
     --modules "ours=$ship" \
-    --variants ${K6_CANDIDATES:-ours:base ours:base+t1early ours:base+t1l2 ours:base+t1early+t1l2 ours:base+wvearly ours:base+t1early+t1l2+wvearly ours:base+xpf4 ours:base+xpf8 ours:base+xpf16 ours:base+t1early+xpf8 ours:bv128+late10+mbp0 ours:bv128+late13+mbp0 ours:bv128+late3+mbp5} 2>&1 |
+    --variants ${K6_CANDIDATES:-ours:base ours:base+t1early ours:base+t1l2 ours:base+t1early+t1l2 ours:base+wvearly ours:base+t1early+t1l2+wvearly ours:base+actfirst ours:base+xpf4 ours:base+xpf8 ours:base+xpf16 ours:base+actfirst+xpf8 ours:base+t1early+actfirst+xpf8 ours:bv128+late10+mbp0 ours:bv128+late13+mbp0 ours:bv128+late3+mbp5} 2>&1 |
     tee "$out/candidates-k6.log" | grep -v '^# v' | tail -n 40 || true
   fi
   echo "# h200_run k6: $((SECONDS - t_all)) s"

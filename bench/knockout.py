@@ -11,7 +11,8 @@ the first one's work), late{10,13} (state tiles by bulk copies into shared memor
 the kernel's LATE_MODES), t1early (bulk modes: the next tile copied as soon as the stage is free),
 t1l2 (bulk modes: the later tiles prefetched into L2 at entry), wvearly (the window weights
 before phase 1's barrier: late13 loses a CTA barrier), xpf{N} (one row per CTA: each CTA
-prefetches into L2 what row z + N's CTAs will read, GDN_UCACHE_XPF),
+prefetches into L2 what row z + N's CTAs will read, GDN_UCACHE_XPF), actfirst (the q/k/v and
+gate loads issued with the cursor loads, before the window copies),
 persist{N} (persistent CTAs, N per SM, GDN_UCACHE_PERSIST), nprog{N} (force N programs), pf/pf2
 (persistent: cp.async prefetch of the next row's windows / also its q/k/v and gates),
 no_{proj,epi,fold} and no_all (timing knock-outs, GDN_UCACHE_SKIP: results are wrong on purpose),
@@ -75,6 +76,9 @@ VARIANTS = {
     # one row per CTA: the window weights before phase 1's barrier from g words loaded at entry
     # (late13 loses a CTA barrier)
     "wvearly": {"GDN_UCACHE_WVEARLY": "1"},
+    # one row per CTA: the q/k/v and gate loads leave with the cursor loads (block boundaries
+    # keep ptxas from issuing them after the window copies, a DRAM trip late)
+    "actfirst": {"GDN_UCACHE_ACTFIRST": "1"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -96,11 +100,12 @@ CANDIDATES = (
     "bv128+late13+mbp0+t1early",  # 72 registers, no spills, same shared memory (6 CTAs/SM)
     "bv128+late13+mbp0+t1early+t1l2",  # + tile 1 prefetched into L2 at entry
     "bv128+late13+mbp0+t1early+t1l2+wvearly",  # + the window weights before phase 1's barrier
-    # session 13: each CTA prefetches row z + N's bytes into L2 (a hint). The code is the same
-    # for every N > 0 (N only offsets the row), so the table may name any distance; 2 makes the
-    # conformance batch (9 rows, pad rows among them) prefetch both real and pad rows and none
-    "bv128+late13+mbp0+xpf2",
-    "bv128+late10+mbp0+xpf2",
+    # session 13: actfirst (load order only) and xpfN (each CTA prefetches row z + N's bytes
+    # into L2, a hint). xpf's code is the same for every N > 0 (N only offsets the row), so the
+    # table may name any distance; 2 makes the conformance batch (9 rows, pad rows among them)
+    # prefetch real rows, pad rows and none
+    "bv128+late13+mbp0+actfirst+xpf2",
+    "bv128+late10+mbp0+actfirst+xpf2",
     "bv64+mbp7",
     "bv32",
     "bv16",
@@ -125,6 +130,7 @@ KNOBS = (
     "GDN_UCACHE_T1L2",
     "GDN_UCACHE_WVEARLY",
     "GDN_UCACHE_XPF",
+    "GDN_UCACHE_ACTFIRST",
 )
 
 

@@ -75,8 +75,11 @@ CONFIGS: dict[str, tuple[list, dict[str, str]]] = {
     "late13_bv128_wvearly": _config(13, wvearly="1"),
     "late3_bv128_wvearly": _config(3, wvearly="1"),
     "late13_bv128_xpf8": _config(13, xpf="8"),
-    "late3_bv128_xpf8": _config(3, xpf="8"),
-    "late13_bv128_T8_xpf8_knobs": _config(13, T=8, xpf="8", t1early="1", t1l2="1", wvearly="1"),
+    "late13_bv128_actfirst": _config(13, actfirst="1"),
+    "late3_bv128_actfirst_xpf8": _config(3, actfirst="1", xpf="8"),
+    "late13_bv128_T8_all_knobs": _config(
+        13, T=8, xpf="8", actfirst="1", t1early="1", t1l2="1", wvearly="1"
+    ),
     "late10_bv128_no_fold": _config(10, skip="fold"),
     "late13_bv128_alias_pad4096": _config(13, skip="alias,pad4096"),
 }

@@ -632,6 +632,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             read_only_args=[addr, flag],
         )
 
+    def block_boundary(positive: Any) -> None:
+        """A branch that ptxas cannot remove and that is never taken (a kernel argument that is
+        always >= 1 tested for < 0; each boundary needs its own argument, else the second test is
+        proved redundant and removed): it ends a basic block, and ptxas issues the loads of one
+        block before the instructions of the next (it schedules loads within their block, late
+        when their use lies beyond it)."""
+        cute.arch.inline_ptx(
+            "{ .reg .pred p; setp.lt.s32 p, {$r0}, 0; @p trap; }", read_only_args=[positive]
+        )
+
     def as_flag(cond: Any) -> Any:
         return cutlass.select_(cond, Int32(1), Int32(0))
 
@@ -1027,6 +1037,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             t1l2: bool = False,
             wvearly: bool = False,
             xpf: int = 0,
+            actfirst: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -1136,6 +1147,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # their bytes in L2 (a hint: results unchanged). CTAs are dispatched in row order;
             # xpf rows ahead is a fraction of the rows resident at once (0 = off)
             self.xpf = xpf if not persist else 0
+            # one row per CTA: the q/k/v and gate loads leave with the cursor loads, before the
+            # window and state copies that wait for the cursors (a block boundary; see there)
+            self.actfirst = actfirst and not persist
 
         @cute.jit
         def __call__(
@@ -1386,6 +1400,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     slot_f = ldg_b32(idx + zfc)
                     P_f = ldg_b32(hist + zfc)
                     base_f = ldg_b32(cbase + zfc)
+                if cutlass.const_expr(self.actfirst):
+                    block_boundary(batch)  # the cursor loads first: they start trip 1 (>= 1)
             else:
                 slot = cute.arch.load(idx + z0, Int32)
                 P = cute.arch.load(hist + z0, Int32)
@@ -1431,6 +1447,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 b_pre = ldg_b16(b + (Int64(z0) * b_sb + Int64(tl0) * b_st + Int64(hv)), True)
                 alog_pre = ldg_b32(cute.recast_ptr(a_log + Int64(hv), dtype=Int32), True)
                 dtb_pre = ldg_b32(cute.recast_ptr(dt_bias + Int64(hv), dtype=Int32), True)
+                if cutlass.const_expr(self.actfirst):
+                    # End ptxas's entry block here (a branch it cannot remove; never taken): it
+                    # then issues every load above before the first instruction below. Without
+                    # it, it issues the cursor loads, then the window copies, which wait for the
+                    # cursors, and only then the q/k/v and gate loads (SASS of v5b and late13):
+                    # their DRAM trip starts one trip late and the prologue waits for it
+                    # (v5b: 9 % of the stall samples at their first use, sass-s10).
+                    block_boundary(nprog)  # programs along the batch: >= 1
             if cutlass.const_expr(not self.persist and not self.early):
                 # Pad rows retire the whole CTA before touching anything row-keyed (vLLM may pass
                 # phantom as_strided rows for them).
@@ -2453,6 +2477,7 @@ def compile_variant(
     t1l2: bool = False,
     wvearly: bool = False,
     xpf: int = 0,
+    actfirst: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -2466,6 +2491,9 @@ def compile_variant(
     barrier fewer in late13; GDN_UCACHE_WVEARLY=0/1 overrides; not with persistent CTAs).
     xpf: rows ahead whose state, live window rows, q/k/v rows and gates each CTA prefetches into
     L2 (0 = off; GDN_UCACHE_XPF overrides; not with persistent CTAs).
+    actfirst: the q/k/v and gate loads are issued with the cursor loads, before the first
+    instruction that waits for the cursors (GDN_UCACHE_ACTFIRST=0/1 overrides; not with
+    persistent CTAs).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -2506,6 +2534,7 @@ def compile_variant(
     t1early = _flag_knob("GDN_UCACHE_T1EARLY", t1early) and late in BULK_LATES
     t1l2 = _flag_knob("GDN_UCACHE_T1L2", t1l2) and late in BULK_LATES
     wvearly = _flag_knob("GDN_UCACHE_WVEARLY", wvearly) and not persist
+    actfirst = _flag_knob("GDN_UCACHE_ACTFIRST", actfirst) and not persist
     xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
     xpf = 0 if persist else int(xpf_raw) if xpf_raw else int(xpf)
     if xpf < 0:
@@ -2546,6 +2575,7 @@ def compile_variant(
         t1l2,
         wvearly,
         xpf,
+        actfirst,
         arch,
     )
     fn = _CACHE.get(key)
@@ -2574,6 +2604,7 @@ def compile_variant(
         t1l2=t1l2,
         wvearly=wvearly,
         xpf=xpf,
+        actfirst=actfirst,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -2719,7 +2750,7 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in ("pf", "pf1", "pf2"):
             out["prefetch"] = int(part[2:] or 1)
             continue
-        if part in ("t1early", "t1l2", "wvearly"):
+        if part in ("t1early", "t1l2", "wvearly", "actfirst"):
             out[part] = 1
             continue
         for key in ("bv", "mbp", "late", "persist", "xpf"):
@@ -2770,6 +2801,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     t1l2 = knob("GDN_UCACHE_T1L2", "t1l2", 0)
     wvearly = knob("GDN_UCACHE_WVEARLY", "wvearly", 0)
     xpf = knob("GDN_UCACHE_XPF", "xpf", 0)
+    actfirst = knob("GDN_UCACHE_ACTFIRST", "actfirst", 0)
     return {
         "bv": bv,
         "mbp": mbp,
@@ -2780,6 +2812,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
         "t1l2": t1l2,
         "wvearly": wvearly,
         "xpf": xpf,
+        "actfirst": actfirst,
     }
 
 
@@ -3157,6 +3190,7 @@ def _launch(
         t1l2=bool(cfg["t1l2"]),
         wvearly=bool(cfg["wvearly"]),
         xpf=int(cfg["xpf"]),
+        actfirst=bool(cfg["actfirst"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )

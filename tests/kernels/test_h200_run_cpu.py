@@ -221,7 +221,7 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     sweeps = [ln for ln in lines if "knockout.py" in ln]
     assert len(sweeps) == 2 and all(f"ours={nxt}" in ln for ln in sweeps)
     assert " ours:base+t1early " in sweeps[1]
-    for xpf in ("xpf4", "xpf8", "xpf16", "t1early+xpf8"):
+    for xpf in ("actfirst", "xpf4", "xpf8", "xpf16", "actfirst+xpf8", "t1early+actfirst+xpf8"):
         assert f" ours:base+{xpf} " in sweeps[1]
     assert (out / "kernel-k6.tar.gz").is_file()
 

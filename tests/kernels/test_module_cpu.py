@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -530,6 +531,72 @@ def test_xpf_prefetches_row_z_plus_n_into_l2(
         "sm_100a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 13]], dump100, NEXT
     )
     assert ptx100.count("prefetch.global.L2 ") == 2
+
+
+def _sass(ptx: str, tmp_path: Path) -> list[str] | None:
+    """The SASS instructions of a PTX (ptxas from CUDA >= 12.9, then cuobjdump: PATH's or the
+    one triton ships), or None where either tool is missing."""
+    from bench import ptxas_regs
+
+    ptxas = next(
+        (
+            c
+            for c in ptxas_regs.ptxas_candidates()
+            if re.search(
+                r"release (12\.9|1[3-9])",
+                subprocess.run([c, "--version"], capture_output=True, text=True).stdout,
+            )
+        ),
+        None,
+    )
+    triton = importlib.util.find_spec("triton")
+    bundled = (
+        Path(triton.origin).parent / "backends/nvidia/bin/cuobjdump"
+        if triton and triton.origin
+        else None
+    )
+    cuobjdump = shutil.which("cuobjdump") or (
+        str(bundled) if bundled and bundled.is_file() else None
+    )
+    if ptxas is None or cuobjdump is None:
+        return None
+    src, cubin = tmp_path / "k.ptx", tmp_path / "k.cubin"
+    src.write_text(ptx)
+    subprocess.run([ptxas, "-arch=sm_90a", str(src), "-o", str(cubin)], check=True)
+    out = subprocess.run(
+        [cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, check=True
+    ).stdout
+    return re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]+);", out)
+
+
+@pytest.mark.skipif(not _next_has_xpf(), reason="no actfirst in next")
+def test_actfirst_issues_the_activation_loads_before_the_window_copies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GDN_UCACHE_ACTFIRST=1: two never-taken traps end ptxas's blocks after the cursor loads and
+    after the q/k/v and gate loads. In the SASS the cursor loads come first and every activation
+    load precedes the first window copy (which waits for the cursors); without the knob ptxas
+    issues the window copies first and some activation loads a DRAM trip later. Nothing else
+    changes."""
+    base = _next_bv128_ptx(tmp_path, 13, "late13")
+    monkeypatch.setenv("GDN_UCACHE_ACTFIRST", "1")
+    ptx = _next_bv128_ptx(tmp_path, 13, "late13-actfirst")
+    assert ptx.count("@p trap;") == 2 and "trap" not in base
+    for op in ("cp.async.bulk.shared::cluster", "cp.async.cg", "mma.sync", "ld.global"):
+        assert ptx.count(op) == base.count(op), op
+    order = {}
+    for name, text in (("base", base), ("actfirst", ptx)):
+        (tmp_path / name).mkdir()
+        sass = _sass(text, tmp_path / name)
+        if sass is None:
+            pytest.skip("no CUDA >= 12.9 ptxas or no cuobjdump: the SASS order is not checked")
+        first_copy = next(i for i, ins in enumerate(sass) if "LDGSTS" in ins)
+        acts = [i for i, ins in enumerate(sass) if re.search(r"LDG\.E\.(128|U16)", ins)]
+        order[name] = (first_copy, acts)
+    copy, acts = order["actfirst"]
+    assert acts and max(acts) < copy, order["actfirst"]
+    copy, acts = order["base"]
+    assert max(acts) > copy, "the baseline no longer delays its activation loads"
 
 
 @pytest.mark.skipif(not _next_has_late(13), reason="no late13 in next")
