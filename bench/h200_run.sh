@@ -17,13 +17,14 @@
 #                                  # K4_BF16_VARIANTS replace the sweeps' variant lists)
 #                                  # vs flashinfer on the grid with launch-config candidates, both
 #                                  # arms, and a short ncu of next; one archive kernel-k4.tar.gz
-#   bash bench/h200_run.sh k6      # <= 480 s (sessions 5-6, 12): the shipped kernel's final (or
+#   bash bench/h200_run.sh k6      # <= 560 s (sessions 5-6, 12-13): the shipped kernel's final (or
 #                                  # K6_MODULE's, the file about to ship; K6_STEPS="conf" or
 #                                  # "bench" runs one half): conformance
 #                                  # (suite + every launch-config candidate + own cases, both arms),
 #                                  # bench/bench_ucache.py (ours vs flashinfer vs the Triton baseline
 #                                  # vs the floor, whole grid, both arms), a short knock-out sweep
-#                                  # (K6_KNOCKOUTS) and launch candidates vs the table (K6_CANDIDATES);
+#                                  # (K6_KNOCKOUTS), launch candidates vs the table (K6_CANDIDATES)
+#                                  # and B=1 on a warm L2 (K6_B1_VARIANTS);
 #                                  # one archive kernel-k6.tar.gz. Runs after `source .gpu/env.sh`
 #                                  # or in the e2e host bundle's environment (/tmp/gdn-host/env.sh)
 #   bash bench/h200_run.sh k7      # <= 120 s (session 6): the shipped kernel vs another version
@@ -529,6 +530,13 @@ k6)
     --modules "ours=$ship" \
     --variants ${K6_CANDIDATES:-ours:base ours:base+t1early ours:base+t1l2 ours:base+t1early+t1l2 ours:base+wvearly ours:base+t1early+t1l2+wvearly ours:base+actfirst ours:base+xpf4 ours:base+xpf8 ours:base+xpf16 ours:base+actfirst+xpf8 ours:base+t1early+actfirst+xpf8 ours:bv128+late10+mbp0 ours:bv128+late13+mbp0 ours:bv128+late3+mbp5} 2>&1 |
     tee "$out/candidates-k6.log" | grep -v '^# v' | tail -n 40 || true
+  # B=1 on a warm L2 (16 back-to-back calls per graph; the issue's 4 us target), with actfirst:
+  # the activation loads leaving with the cursor loads should shorten the one-CTA latency chain
+  # shellcheck disable=SC2086
+  timeout 40 python3 bench/knockout.py --warm --reps 20 --arm serving --hv 32 48 64 --batch 1 \
+    --flush 0 20 100 --budget-s 30 --json "$out/warm-b1-k6.json" --backends flashinfer \
+    --modules "ours=$ship" --variants ${K6_B1_VARIANTS:-ours:base ours:base+actfirst} 2>&1 |
+    tee "$out/warm-b1-k6.log" | grep -v '^# v' | tail -n 12 || true
   fi
   echo "# h200_run k6: $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k6.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"

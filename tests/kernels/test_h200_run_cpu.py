@@ -219,7 +219,8 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     bench = [ln for ln in lines if "bench_ucache.py" in ln]
     assert len(bench) == 2 and all("triton_vllm" in ln and "final-v10-" in ln for ln in bench)
     sweeps = [ln for ln in lines if "knockout.py" in ln]
-    assert len(sweeps) == 2 and all(f"ours={nxt}" in ln for ln in sweeps)
+    assert len(sweeps) == 3 and all(f"ours={nxt}" in ln for ln in sweeps)
+    assert "--warm" in sweeps[2] and "--batch 1 " in sweeps[2] and "base+actfirst" in sweeps[2]
     assert " ours:base+t1early " in sweeps[1]
     for xpf in ("actfirst", "xpf4", "xpf8", "xpf16", "actfirst+xpf8", "t1early+actfirst+xpf8"):
         assert f" ours:base+{xpf} " in sweeps[1]
@@ -236,5 +237,5 @@ def test_k6_steps_split_the_call(tmp_path: Path) -> None:
     assert "bench_ucache.py" not in conf and "knockout.py" not in conf
     bench, out_b = run_mode(tmp_path / "bench", "k6", {"K6_STEPS": "bench"})
     assert "run_gpu_suite.py" not in bench and "test_ours_conformance_gpu.py" not in bench
-    assert bench.count("bench_ucache.py") == 2 and bench.count("knockout.py") == 2
+    assert bench.count("bench_ucache.py") == 2 and bench.count("knockout.py") == 3
     assert (out_c / "kernel-k6.tar.gz").is_file() and (out_b / "kernel-k6.tar.gz").is_file()
