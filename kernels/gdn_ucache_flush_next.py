@@ -645,49 +645,58 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
     def as_flag(cond: Any) -> Any:
         return cutlass.select_(cond, Int32(1), Int32(0))
 
-    def xpf_activations(
+    def xpf_token(
         q: Any,
         k: Any,
         v: Any,
-        a: Any,
-        b: Any,
         q_sb: Any,
         q_st: Any,
         k_sb: Any,
         k_st: Any,
         v_sb: Any,
         v_st: Any,
+        zf: Any,
+        t: Any,
+        one: Any,
+        lead_k: Any,
+        ih: Any,
+        hv: Any,
+        v0: Any,
+        BV: int,
+    ) -> None:
+        """Cross-row L2 prefetch of row zf's token t: its q and k rows of key head ih (only the
+        key head's first CTA: lead_k) and its v slice (every CTA: its own columns), one bulk
+        prefetch each where 16-byte aligned (checked here: a hint is skipped, never faulted).
+        `one` selects one lane: the addresses are the same in every lane, and distinct per-lane
+        addresses would make ptxas loop over them (the instruction takes uniform registers)."""
+        zf64, t64 = Int64(zf), Int64(t)
+        q_a = (q + (zf64 * q_sb + t64 * q_st + Int64(ih * K_DIM))).toint()
+        k_a = (k + (zf64 * k_sb + t64 * k_st + Int64(ih * K_DIM))).toint()
+        v_a = (v + (zf64 * v_sb + t64 * v_st + Int64(hv * V_DIM_C + v0))).toint()
+        for row, nbytes, mine in ((q_a, K_DIM * 2, lead_k), (k_a, K_DIM * 2, lead_k)):
+            ok = one & mine & ((row & Int64(15)) == Int64(0))
+            l2_prefetch_bulk(row, Int32(nbytes), as_flag(ok))
+        l2_prefetch_bulk(v_a, Int32(BV * 2), as_flag(one & ((v_a & Int64(15)) == Int64(0))))
+
+    def xpf_gates(
+        a: Any,
+        b: Any,
         a_sb: Any,
         a_st: Any,
         b_sb: Any,
         b_st: Any,
         zf: Any,
-        has_f: Any,
-        ih: Any,
+        live: Any,
         hv: Any,
-        v0: Any,
-        item: Any,
+        lane: Any,
         T: int,
-        BV: int,
     ) -> None:
-        """Cross-row L2 prefetch, cursor-independent part: row zf's q and k rows (key head ih),
-        its v slice and its a/b gates, one per thread (item = 0 .. 5 T - 1; others none): bulk
-        prefetches of the 16-bit rows where they are 16-byte aligned (checked here: a hint is
-        skipped, never faulted), one line for each gate."""
-        kind = item // T
-        t = Int64(item % T)
-        zf64 = Int64(zf)
-        q_a = (q + (zf64 * q_sb + t * q_st + Int64(ih * K_DIM))).toint()
-        k_a = (k + (zf64 * k_sb + t * k_st + Int64(ih * K_DIM))).toint()
-        v_a = (v + (zf64 * v_sb + t * v_st + Int64(hv * V_DIM_C + v0))).toint()
-        a_a = (a + (zf64 * a_sb + t * a_st + Int64(hv))).toint()
-        b_a = (b + (zf64 * b_sb + t * b_st + Int64(hv))).toint()
-        row = cutlass.select_(kind == 0, q_a, cutlass.select_(kind == 1, k_a, v_a))
-        nbytes = cutlass.select_(kind == 2, Int32(BV * 2), Int32(K_DIM * 2))
-        aligned = (row & Int64(15)) == Int64(0)
-        l2_prefetch_bulk(row, nbytes, as_flag(has_f & (item >= 0) & (kind < 3) & aligned))
-        gate = cutlass.select_(kind == 3, a_a, b_a)
-        l2_prefetch_line(gate, as_flag(has_f & (kind >= 3) & (kind < 5) & (item >= 0)))
+        """Cross-row L2 prefetch of row zf's a/b gates of head hv: one line per lane (< 2T)."""
+        zf64, tg = Int64(zf), Int64(lane % T)
+        a_a = (a + (zf64 * a_sb + tg * a_st + Int64(hv))).toint()
+        b_a = (b + (zf64 * b_sb + tg * b_st + Int64(hv))).toint()
+        gate = cutlass.select_(lane < T, a_a, b_a)
+        l2_prefetch_line(gate, as_flag(live & (lane < 2 * T)))
 
     def xpf_row(
         pool: Any,
@@ -701,42 +710,39 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         slot_f: Any,
         P_f: Any,
         base_f: Any,
-        has_f: Any,
+        live: Any,
+        lead_v: Any,
+        lead_k: Any,
         ih: Any,
         hv: Any,
         v0: Any,
         lane: Any,
         BV: int,
     ) -> None:
-        """Cross-row L2 prefetch, cursor-dependent part (one warp): row zf's state rows
-        v0..v0+BV of head hv (lane 0: contiguous, 4 KB per bulk prefetch), its live u- and
-        k-window rows (lanes 1-2 and 3-4: the ring slots base..base+P-1 are at most two
-        contiguous runs of 256-byte rows) and its g row (lanes 5-6: the lines of its first and
-        last word). Pad rows and rows past the batch prefetch nothing."""
-        live = has_f & (slot_f >= Int32(0))
+        """Cross-row L2 prefetch, cursor-dependent part (lane 0 of one warp, warp-uniform
+        addresses): row zf's state rows v0..v0+BV of head hv (4 KB per bulk prefetch), its live
+        u-window rows (lead_v: the value head's first CTA) and k-window rows (lead_k: the key
+        head's first CTA), each the ring slots base..base+P-1, at most two contiguous runs of
+        256-byte rows, and the lines of its g row's first and last word (lead_v)."""
         s64 = Int64(cutlass.max(slot_f, Int32(0)))
+        one = live & (lane == 0)
         n_live = cutlass.min(cutlass.max(P_f, Int32(0)), Int32(W_RING))
         b0 = base_f & Int32(RING_MASK)
         n1 = cutlass.min(n_live, Int32(RING_SLOTS) - b0)
-        first = (lane % 2) == 1  # lanes 1, 3, 5: the first run / the first g word
-        r0 = cutlass.select_(first, b0, Int32(0))
-        nrows = cutlass.select_(first, n1, n_live - n1)
         st_head = pool + (s64 * pool_s0 + Int64((hv * V_DIM_C + v0) * K_DIM))
         for c in range(BV // 16):  # 4 KB (16 rows) per prefetch, the size t1l2 asks for
             l2_prefetch_bulk(
-                (st_head + Int64(c * 16 * K_DIM)).toint(),
-                Int32(16 * K_DIM * 2),
-                as_flag(live & (lane == 0)),
+                (st_head + Int64(c * 16 * K_DIM)).toint(), Int32(16 * K_DIM * 2), as_flag(one)
             )
-        u_a = (uc + (s64 * uc_s0 + Int64((hv * RING_SLOTS + r0) * V_DIM_C))).toint()
-        k_a = (kc + (s64 * kc_s0 + Int64((ih * RING_SLOTS + r0) * K_DIM))).toint()
-        win = cutlass.select_(lane < 3, u_a, k_a)
-        l2_prefetch_bulk(
-            win, nrows * Int32(K_DIM * 2), as_flag(live & (lane >= 1) & (lane < 5) & (nrows > 0))
-        )
-        g_word = cutlass.select_(first, Int32(0), Int32(RING_SLOTS - 1))
-        g_a = (gc + (s64 * gc_s0 + Int64(hv * RING_SLOTS) + Int64(g_word))).toint()
-        l2_prefetch_line(g_a, as_flag(live & (lane >= 5) & (lane < 7)))
+        for ring, ring_s0, head, mine in ((uc, uc_s0, hv, lead_v), (kc, kc_s0, ih, lead_k)):
+            for r0, nrows in ((b0, n1), (Int32(0), n_live - n1)):
+                run = (ring + (s64 * ring_s0 + Int64((head * RING_SLOTS + r0) * K_DIM))).toint()
+                l2_prefetch_bulk(
+                    run, nrows * Int32(K_DIM * 2), as_flag(one & mine & (nrows > Int32(0)))
+                )
+        g_row = gc + (s64 * gc_s0 + Int64(hv * RING_SLOTS))
+        for word in (0, RING_SLOTS - 1):
+            l2_prefetch_line((g_row + Int64(word)).toint(), as_flag(one & lead_v))
 
     def fold_bfrag(kcs: Any, KPW: int, lane: Any, t16: int, half: int, dt: torch.dtype) -> Any:
         """The fold's B fragment word (t16, half) of this lane from the k window itself (what the
@@ -1145,8 +1151,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # one row per CTA: each CTA also asks L2 for what the CTAs of row z + xpf will read
             # (state rows, live window rows, q/k/v rows, gates), so that rows started later find
             # their bytes in L2 (a hint: results unchanged). CTAs are dispatched in row order;
-            # xpf rows ahead is a fraction of the rows resident at once (0 = off)
-            self.xpf = xpf if not persist else 0
+            # xpf rows ahead is a fraction of the rows resident at once (0 = off). Bulk modes
+            # only: the register modes serve batches below one wave (nothing to prefetch for),
+            # and there the prefetch code cost 11-22 registers (late3: 80 -> 91-102)
+            self.xpf = xpf if late in BULK_LATES and not persist else 0
             # one row per CTA: the q/k/v and gate loads leave with the cursor loads, before the
             # window and state copies that wait for the cursors (a block boundary; see there)
             self.actfirst = actfirst and not persist
@@ -1397,9 +1405,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     zf = z0 + Int32(self.xpf)
                     has_f = zf < batch
                     zfc = cutlass.min(zf, batch - Int32(1))
-                    slot_f = ldg_b32(idx + zfc)
-                    P_f = ldg_b32(hist + zfc)
-                    base_f = ldg_b32(cbase + zfc)
+                    # pinned (volatile): otherwise ptxas sinks them into the branch that uses them
+                    # (register modes, without actfirst), where warp 3 would then wait a trip
+                    slot_f = ldg_b32(idx + zfc, True)
+                    P_f = ldg_b32(hist + zfc, True)
+                    base_f = ldg_b32(cbase + zfc, True)
                 if cutlass.const_expr(self.actfirst):
                     block_boundary(batch)  # the cursor loads first: they start trip 1 (>= 1)
             else:
@@ -1521,23 +1531,29 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             if cutlass.const_expr(self.NTILE >= 4 * (ti + 1)):
                                 l2_prefetch_tile(st_head0, v0, warp, ti, self.NTILE, lane)
             if cutlass.const_expr(self.xpf > 0):
-                # row z0 + xpf's bytes into L2 by warps 2-3, after our own copies were issued
+                # row z0 + xpf's bytes into L2 by warp 3, after our own copies were issued
                 # (they are on our critical path, these are not). Here, not at entry: a branch
                 # there ends ptxas's entry block before our cursors' first use, and it then
                 # issued our cursor loads after the activation loads (SASS): one trip later.
-                # Row z0 + xpf's cursors still leave after our windows (their use is past this
-                # branch): their trip overlaps that of the activation loads warps 2-3 wait on
-                # next. Predicating instead of branching moves nothing and costs warps 0-1 the
-                # address arithmetic.
-                if warp >= 2:
-                    xpf_activations(
-                        q, k, v, a, b, q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb,
-                        b_st, zfc, has_f, ih, hv, v0, tid - Int32(64), T, BV,
-                    )  # fmt: skip
+                # Row z0 + xpf's cursors are pinned loads: they leave with the loads above.
+                # Shared bytes are asked for once: u window and gates by a value head's first
+                # CTA, k window and q/k rows by a key head's first CTA (as the ring appends).
+                if warp == 3:
+                    live_f = has_f & (slot_f >= Int32(0))
+                    lead_v = vblk == Int32(0)
+                    lead_k = lead_v & ((hv % HPG) == Int32(0))
                     xpf_row(
                         pool, kc, uc, gc, pool_s0, kc_s0, uc_s0, gc_s0, slot_f, P_f, base_f,
-                        has_f & (warp == 3), ih, hv, v0, lane, BV,
+                        live_f, lead_v, lead_k, ih, hv, v0, lane, BV,
                     )  # fmt: skip
+                    # a run-time loop over the tokens: unrolled, ptxas hoisted all 3 T
+                    # addresses (late13 with t1early: 72 -> 100 registers)
+                    for t_f in cutlass.range(T, unroll=1):
+                        xpf_token(
+                            q, k, v, q_sb, q_st, k_sb, k_st, v_sb, v_st, zfc, t_f,
+                            live_f & (lane == 0), lead_k, ih, hv, v0, BV,
+                        )  # fmt: skip
+                    xpf_gates(a, b, a_sb, a_st, b_sb, b_st, zfc, live_f & lead_v, hv, lane, T)
             kpk_pre = []
             if cutlass.const_expr(self.early):
                 # The cursor-independent part of phase 1, while the state and windows are in
@@ -2490,7 +2506,7 @@ def compile_variant(
     wvearly: the window weights before phase 1's barrier, from g words loaded at entry (one CTA
     barrier fewer in late13; GDN_UCACHE_WVEARLY=0/1 overrides; not with persistent CTAs).
     xpf: rows ahead whose state, live window rows, q/k/v rows and gates each CTA prefetches into
-    L2 (0 = off; GDN_UCACHE_XPF overrides; not with persistent CTAs).
+    L2 (0 = off; GDN_UCACHE_XPF overrides; bulk modes only, not with persistent CTAs).
     actfirst: the q/k/v and gate loads are issued with the cursor loads, before the first
     instruction that waits for the cursors (GDN_UCACHE_ACTFIRST=0/1 overrides; not with
     persistent CTAs).
@@ -2536,9 +2552,10 @@ def compile_variant(
     wvearly = _flag_knob("GDN_UCACHE_WVEARLY", wvearly) and not persist
     actfirst = _flag_knob("GDN_UCACHE_ACTFIRST", actfirst) and not persist
     xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
-    xpf = 0 if persist else int(xpf_raw) if xpf_raw else int(xpf)
-    if xpf < 0:
-        raise ValueError(f"GDN_UCACHE_XPF={xpf}: expected rows ahead >= 0 (0 = off)")
+    xpf = int(xpf_raw) if xpf_raw else int(xpf)
+    if not 0 <= xpf < 1 << 16:
+        raise ValueError(f"GDN_UCACHE_XPF={xpf}: expected rows ahead in 0..65535 (0 = off)")
+    xpf = xpf if late in BULK_LATES and not persist else 0  # as the kernel class: one cache key
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     # Bulk-staged modes hold 37-46 KB of shared memory per CTA: they ask for the largest
     # carve-out (the driver's own pick gave the removed late7 4 CTAs/SM where 5 fit:

@@ -494,43 +494,50 @@ def _next_has_xpf() -> bool:
 def test_xpf_prefetches_row_z_plus_n_into_l2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """GDN_UCACHE_XPF=N (one row per CTA): row z + N's three cursors are loaded with ours, then
-    warps 2-3 ask L2 for that row's bytes: its state rows (one 4 KB bulk prefetch per 16 rows),
-    its q/k rows and v slice (a 256-byte bulk prefetch each at BV=128), its live u/k window runs
-    (a bulk prefetch of a run-dependent size), its gates and g row (line prefetches). Nothing
-    that computes a result changes: the same copies, state reads, MMAs and barriers. Persistent
-    CTAs ignore it; it compiles for sm_100a."""
+    """GDN_UCACHE_XPF=N (bulk modes, one row per CTA): row z + N's three cursors are loaded with
+    ours (pinned), then lane 0 of warp 3 asks L2 for that row's bytes with warp-uniform
+    addresses (no per-lane loops in the SASS): its state rows (one 4 KB bulk prefetch per 16
+    rows), per token its q/k rows and v slice (256 bytes each at BV=128, in a run-time loop), its
+    two u and two k window runs (run-dependent sizes), its g row (two lines) and gates (lane
+    lines). Nothing that computes a result changes: the same copies, state reads, MMAs and
+    barriers. The register modes and persistent CTAs ignore it; it compiles for sm_100a."""
     base = _next_bv128_ptx(tmp_path, 13, "late13")
     monkeypatch.setenv("GDN_UCACHE_XPF", "8")
     ptx = _next_bv128_ptx(tmp_path, 13, "late13-xpf8")
     _portable(ptx)
     bulk = re.findall(r"cp\.async\.bulk\.prefetch\.L2\.global \[%rd\d+\], (%?r?\d+);", ptx)
-    assert sorted(bulk) == sorted(["4096"] * 8 + ["256", next(b for b in bulk if "%" in b)])
-    assert ptx.count("prefetch.global.L2 ") == 2
+    sized = [b for b in bulk if b.startswith("%")]
+    assert sorted(b for b in bulk if not b.startswith("%")) == ["256"] * 3 + ["4096"] * 8
+    assert len(sized) == 4, bulk
+    assert ptx.count("prefetch.global.L2 ") == 3
     assert "cp.async.bulk.prefetch" not in base and "prefetch.global" not in base
-    assert ptx.count("ld.global.b32") == base.count("ld.global.b32") + 3
+    vol = "ld.volatile.global.b32"
+    assert ptx.count(vol) == base.count(vol) + 3
     for op in ("cp.async.bulk.shared::cluster", "mbarrier.try_wait", "mma.sync", "cp.async.cg"):
         assert ptx.count(op) == base.count(op), op
     assert _state_op_counts(ptx) == _state_op_counts(base)
     assert len(re.findall(r"bar\.sync|barrier\.sync", ptx)) == len(
         re.findall(r"bar\.sync|barrier\.sync", base)
     )
-    # BV=32 (the B=1 shape): two 4 KB pieces of state rows
-    dump = tmp_path / "bv32"
+    # BV=64 (late13): four 4 KB pieces of state rows
+    dump = tmp_path / "bv64"
     dump.mkdir()
-    _, ptx32 = _compile("sm_90a", [[4, 16, 32, 32, "bf16", "fp16", "fp16", 0, 0]], dump, NEXT)
-    assert len(re.findall(r"prefetch\.L2\.global \[%rd\d+\], 4096;", ptx32)) == 2
-    # persistent CTAs: no cross-row prefetch (they prefetch their own next row)
-    dump = tmp_path / "persist"
-    dump.mkdir()
-    persist = [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 0, 1, 1]]
-    assert "prefetch.global.L2 " not in _compile("sm_90a", persist, dump, NEXT)[1]
+    _, ptx64 = _compile("sm_90a", [[4, 16, 32, 64, "bf16", "fp16", "fp16", 0, 13]], dump, NEXT)
+    assert len(re.findall(r"prefetch\.L2\.global \[%rd\d+\], 4096;", ptx64)) == 4
+    # register modes and persistent CTAs: no cross-row prefetch
+    for name, variant in (
+        ("late3", [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 3]),
+        ("persist", [4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 0, 1, 1]),
+    ):
+        dump = tmp_path / name
+        dump.mkdir()
+        assert "prefetch" not in _compile("sm_90a", [variant], dump, NEXT)[1], name
     dump100 = tmp_path / "sm100"
     dump100.mkdir()
     _, ptx100 = _compile(
         "sm_100a", [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 13]], dump100, NEXT
     )
-    assert ptx100.count("prefetch.global.L2 ") == 2
+    assert ptx100.count("prefetch.global.L2 ") == 3
 
 
 def _sass(ptx: str, tmp_path: Path) -> list[str] | None:
