@@ -472,7 +472,8 @@ k6)
       >"$out/suite-k6.log" 2>&1 &
     suite_pid=$!
     pids=("$suite_pid")
-    conformance_parts 85 "${CONF_PARTS[@]}"
+    # 29 launch candidates per arm at ~3.2 s each (session 13 added 7): 120 s
+    conformance_parts 120 "${CONF_PARTS[@]}"
     for pid in "${pids[@]}"; do wait "$pid" || true; done
     kill -- -"$suite_pid" 2>/dev/null || true
     tail -3 "$out/suite-k6.log"
