@@ -605,17 +605,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             read_only_args=[dst.toint(), src.toint(), mbar_w.toint(), lane],
         )
 
-    def l2_prefetch_tile(st_head: Any, v0: Any, warp: Any, ti: int, ntile: int, lane: Any) -> None:
-        """Lane 0 asks the copy engine to bring this warp's state tile warp + 4 ti (4 KB
-        contiguous) into L2 (no shared memory, no barrier, no effect on results): its bulk copy
-        into the stage later hits L2 instead of DRAM."""
-        src = st_head + Int64((v0 + ((warp + 4 * ti) % ntile) * 16) * K_DIM)
-        cute.arch.inline_ptx(
-            "{ .reg .pred p; setp.eq.s32 p, {$r1}, 0;"
-            " @p cp.async.bulk.prefetch.L2.global [{$r0}], 4096; }",
-            read_only_args=[src.toint(), lane],
-        )
-
     def l2_prefetch_bulk(addr: Any, nbytes: Any, flag: Any) -> None:
         """One bulk L2 prefetch of nbytes (a multiple of 16) at the 16-byte aligned global
         address `addr` (an integer) when flag (Int32) != 0. A hint: no registers, no barrier."""
@@ -624,6 +613,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             " @p cp.async.bulk.prefetch.L2.global [{$r0}], {$r1}; }",
             read_only_args=[addr, Int32(nbytes), flag],
         )
+
+    def as_flag(cond: Any) -> Any:
+        return cutlass.select_(cond, Int32(1), Int32(0))
+
+    def l2_prefetch_tile(st_head: Any, v0: Any, warp: Any, ti: int, ntile: int, lane: Any) -> None:
+        """Lane 0 asks the copy engine to bring this warp's state tile warp + 4 ti (4 KB
+        contiguous) into L2 (no shared memory, no barrier, no effect on results): its bulk copy
+        into the stage later hits L2 instead of DRAM."""
+        src = st_head + Int64((v0 + ((warp + 4 * ti) % ntile) * 16) * K_DIM)
+        l2_prefetch_bulk(src.toint(), Int32(16 * K_DIM * 2), as_flag(lane == 0))
 
     def l2_prefetch_line(addr: Any, flag: Any) -> None:
         """prefetch.global.L2 of the line holding `addr` (any alignment) when flag != 0."""
@@ -641,9 +640,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         cute.arch.inline_ptx(
             "{ .reg .pred p; setp.lt.s32 p, {$r0}, 0; @p trap; }", read_only_args=[positive]
         )
-
-    def as_flag(cond: Any) -> Any:
-        return cutlass.select_(cond, Int32(1), Int32(0))
 
     def xpf_token(
         q: Any,
