@@ -63,6 +63,15 @@ def ptxas_candidates(explicit: str | None = None) -> list[str]:
     return [c for c in cands if c and Path(c).is_file()]
 
 
+def ptxas_reading_ptx88() -> str | None:
+    """The first ptxas candidate from CUDA >= 12.9 (it reads CuTe-DSL 4.8's PTX 8.8), or None."""
+    for cand in ptxas_candidates():
+        out = subprocess.run([cand, "--version"], capture_output=True, text=True).stdout
+        if "release 12.9" in out or "release 13" in out or "cuda_13" in out:
+            return cand
+    return None
+
+
 def find_ptxas(explicit: str | None) -> str:
     ptxas = next(iter(ptxas_candidates(explicit)), None)
     if ptxas is None:

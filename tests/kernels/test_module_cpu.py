@@ -545,17 +545,7 @@ def _sass(ptx: str, tmp_path: Path) -> list[str] | None:
     one triton ships), or None where either tool is missing."""
     from bench import ptxas_regs
 
-    ptxas = next(
-        (
-            c
-            for c in ptxas_regs.ptxas_candidates()
-            if re.search(
-                r"release (12\.9|1[3-9])",
-                subprocess.run([c, "--version"], capture_output=True, text=True).stdout,
-            )
-        ),
-        None,
-    )
+    ptxas = ptxas_regs.ptxas_reading_ptx88()
     triton = importlib.util.find_spec("triton")
     bundled = (
         Path(triton.origin).parent / "backends/nvidia/bin/cuobjdump"

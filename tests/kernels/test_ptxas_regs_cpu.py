@@ -4,7 +4,6 @@ registers, spills and CTAs per SM (skips without a CUDA >= 12.9 ptxas or CuTe-DS
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,16 +22,8 @@ def test_launch_bound_goes_after_reqntid_once() -> None:
         ptxas_regs.with_bound(".visible .entry k()\n{\n}\n", 5)
 
 
-def _ptxas_reads_ptx_88() -> str | None:
-    for cand in ptxas_regs.ptxas_candidates():
-        out = subprocess.run([cand, "--version"], capture_output=True, text=True).stdout
-        if "release 12.9" in out or "release 13" in out or "cuda_13" in out:
-            return cand
-    return None
-
-
 def test_real_compile_reports_registers(tmp_path: Path) -> None:
-    ptxas = _ptxas_reads_ptx_88()
+    ptxas = ptxas_regs.ptxas_reading_ptx88()
     if ptxas is None:
         pytest.skip("no CUDA >= 12.9 ptxas on this machine (PTX 8.8)")
     if importlib.util.find_spec("cutlass") is None:
