@@ -180,6 +180,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         return "bf16" if dt == torch.bfloat16 else "f16"
 
     # ---- register-level helpers (inline PTX; traced inside the kernel) ----------------------
+    def as_flag(cond: Any) -> Any:
+        """A condition as an Int32 0/1 operand of inline PTX (a predicate operand that folds to a
+        constant would be printed as an immediate, which PTX does not accept)."""
+        return cutlass.select_(cond, Int32(1), Int32(0))
+
     def ldg_v4(ptr: Any) -> tuple:
         return cute.arch.inline_ptx(
             "ld.global.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}];",
@@ -261,8 +266,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             read_only_args=[
                 p_a,
                 p_b,
-                cutlass.select_(use_a, Int32(1), Int32(0)),
-                cutlass.select_(live, Int32(1), Int32(0)),
+                as_flag(use_a),
+                as_flag(live),
             ],
         )
 
@@ -404,8 +409,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 p_ring,
                 p_io,
                 Float32(x),
-                cutlass.select_(to_ring, Int32(1), Int32(0)),
-                cutlass.select_(to_io, Int32(1), Int32(0)),
+                as_flag(to_ring),
+                as_flag(to_io),
             ],
         )
 
@@ -511,7 +516,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             " mov.b32 {$w0}, 0; mov.b32 {$w1}, 0; mov.b32 {$w2}, 0; mov.b32 {$w3}, 0;"
             " @pl ld.global.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}]; }",
             write_only_types=[Int32] * 4,
-            read_only_args=[ptr, cutlass.select_(live, Int32(1), Int32(0))],
+            read_only_args=[ptr, as_flag(live)],
         )
 
     def sink_if_magic(ptr: Any, word: Any) -> None:
@@ -613,9 +618,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             " @p cp.async.bulk.prefetch.L2.global [{$r0}], {$r1}; }",
             read_only_args=[addr, Int32(nbytes), flag],
         )
-
-    def as_flag(cond: Any) -> Any:
-        return cutlass.select_(cond, Int32(1), Int32(0))
 
     def l2_prefetch_tile(st_head: Any, v0: Any, warp: Any, ti: int, ntile: int, lane: Any) -> None:
         """Lane 0 asks the copy engine to bring this warp's state tile warp + 4 ti (4 KB
@@ -816,7 +818,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     dst.toint(),
                     src.toint(),
                     nbytes,
-                    cutlass.select_(guard, Int32(1), Int32(0)),
+                    as_flag(guard),
                 ],
             )
 
@@ -824,7 +826,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         cute.arch.inline_ptx(
             "{ .reg .pred p; setp.ne.s32 p, {$r2}, 0;"
             " @p cp.async.ca.shared.global [{$r0}], [{$r1}], 4; }",
-            read_only_args=[dst.toint(), src.toint(), cutlass.select_(guard, Int32(1), Int32(0))],
+            read_only_args=[dst.toint(), src.toint(), as_flag(guard)],
         )
 
     def issue_windows(
@@ -944,7 +946,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         dt: torch.dtype,
     ) -> list:
         """a[bi, 0..T-1, hv] and b[bi, tid, hv] for threads tid < T of live rows (else zeros)."""
-        flag = cutlass.select_((slot >= Int32(0)) & (tid < T), Int32(1), Int32(0))
+        flag = as_flag((slot >= Int32(0)) & (tid < T))
         tb = cutlass.min(tid, Int32(T - 1))
         bi64 = Int64(bi)
         vals = [
