@@ -21,10 +21,12 @@
 #                                  # K6_MODULE's, the file about to ship; K6_STEPS="conf" or
 #                                  # "bench" runs one half): conformance
 #                                  # (suite + every launch-config candidate + own cases, both arms),
-#                                  # bench/bench_ucache.py (ours vs flashinfer vs the Triton baseline
-#                                  # vs the floor, whole grid, both arms), a short knock-out sweep
-#                                  # (K6_KNOCKOUTS), launch candidates vs the table (K6_CANDIDATES)
-#                                  # and B=1 on a warm L2 (K6_B1_VARIANTS);
+#                                  # then launch candidates vs the table (K6_CANDIDATES) and B=1 on
+#                                  # a warm L2 (K6_B1_VARIANTS), the table they choose written into
+#                                  # a copy of the file (knockout.py propose --write: proposed-k6.py),
+#                                  # and that copy's bench/bench_ucache.py (ours vs flashinfer vs
+#                                  # the Triton baseline vs the floor, whole grid, both arms) and
+#                                  # short knock-out sweep (K6_KNOCKOUTS);
 #                                  # one archive kernel-k6.tar.gz. Runs after `source .gpu/env.sh`
 #                                  # or in the e2e host bundle's environment (/tmp/gdn-host/env.sh)
 #   bash bench/h200_run.sh k7      # <= 120 s (session 6): the shipped kernel vs another version
@@ -507,21 +509,6 @@ k6)
       # a failure costs the Triton column only, not the archive of what ran before
       triton_prepare || echo "# triton_prepare failed: the Triton baseline will be missing"
   fi
-  # the benchmark: ours vs flashinfer vs the Triton baseline vs the floor, one process
-  # per arm (the JSON is rewritten after every HV block, so a timeout keeps what was timed)
-  for arm in serving bf16; do
-    timeout "${K6_BENCH_S:-95}" python3 bench/bench_ucache.py --arms "$arm" --reps 10 \
-      --out "$out" --tag "final-${K6_TAG:-v10}-$arm" --backends ours flashinfer triton_vllm 2>&1 |
-      tee "$out/bench-$arm.log" | grep -vE '^# (v|compil)' || true
-  done
-  # what the hi/lo split costs now (nosplit: flashinfer-level precision), verify and 20 %, and
-  # where the verify time goes (knock-outs, wrong results on purpose: no epilogue / no fold code)
-  # shellcheck disable=SC2086 # the variant lists are word lists
-  timeout 45 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 128 32 \
-    --flush 0 20 --budget-s 36 --json "$out/nosplit-k6.json" --backends flashinfer \
-    --modules "ours=$ship" \
-    --variants ${K6_KNOCKOUTS:-ours:base ours:base+nosplit ours:base+no_fold ours:base+no_epi} 2>&1 |
-    tee "$out/nosplit-k6.log" | grep -v '^# v' || true
   # launch-config candidates of the shipped file next to its table's choice (each one passed
   # conformance above: the "candidate" parts); xpfN at three distances (rows resident at once:
   # ~25 at HV=32, ~12 at HV=64; the table takes the best per HV)
@@ -538,6 +525,34 @@ k6)
     --flush 0 20 100 --budget-s 30 --json "$out/warm-b1-k6.json" --backends flashinfer \
     --modules "ours=$ship" --variants ${K6_B1_VARIANTS:-ours:base ours:base+actfirst} 2>&1 |
     tee "$out/warm-b1-k6.log" | grep -v '^# v' | tail -n 12 || true
+  # the launch table these two sweeps choose (knockout.py propose: conformance candidates only,
+  # `base+X` = the table's entry plus X) written into a copy of the file: the final benchmark and
+  # the knock-outs below then time the file that ships (the same command run on the returned
+  # sweeps writes it in place); without a proposal (a sweep lost) they time $ship as it is
+  final=$ship
+  sweeps=()
+  for f in "$out/candidates-k6.json" "$out/warm-b1-k6.json"; do [[ -s $f ]] && sweeps+=("$f"); done
+  if ((${#sweeps[@]})) && python3 bench/knockout.py propose "${sweeps[@]}" --kernel "$ship" \
+    --write "$out/proposed-k6.py" >"$out/propose-k6.log" 2>&1 && [[ -s $out/proposed-k6.py ]]; then
+    final=$out/proposed-k6.py
+  fi
+  cat "$out/propose-k6.log" 2>/dev/null || true
+  echo "# final benchmark of $final"
+  # the benchmark: ours vs flashinfer vs the Triton baseline vs the floor, one process
+  # per arm (the JSON is rewritten after every HV block, so a timeout keeps what was timed)
+  for arm in serving bf16; do
+    GDN_UCACHE_OURS_MODULE=$final timeout "${K6_BENCH_S:-95}" python3 bench/bench_ucache.py \
+      --arms "$arm" --reps 10 --out "$out" --tag "final-${K6_TAG:-v10}-$arm" --backends ours flashinfer triton_vllm 2>&1 |
+      tee "$out/bench-$arm.log" | grep -vE '^# (v|compil)' || true
+  done
+  # what the hi/lo split costs now (nosplit: flashinfer-level precision), verify and 20 %, and
+  # where the verify time goes (knock-outs, wrong results on purpose: no epilogue / no fold code)
+  # shellcheck disable=SC2086 # the variant lists are word lists
+  timeout 45 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 128 32 \
+    --flush 0 20 --budget-s 36 --json "$out/nosplit-k6.json" --backends flashinfer \
+    --modules "ours=$final" \
+    --variants ${K6_KNOCKOUTS:-ours:base ours:base+nosplit ours:base+no_fold ours:base+no_epi} 2>&1 |
+    tee "$out/nosplit-k6.log" | grep -v '^# v' || true
   fi
   echo "# h200_run k6: $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k6.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"

@@ -415,6 +415,39 @@ def propose(
     return new, lines
 
 
+TABLE_HEAD = "_TUNED_T4: dict[int, dict[int, str]] = {"
+
+
+def table_source(table: dict[int, dict[int, str]]) -> str:
+    """`_TUNED_T4` as the kernel file writes it (ruff-format's layout at 100 columns): one line
+    per HV, or one line per entry where the HV's line would be longer."""
+    lines = [TABLE_HEAD]
+    for hv, row in sorted(table.items()):
+        items = [f'{b}: "{name}"' for b, name in sorted(row.items())]
+        one = f"    {hv}: {{{', '.join(items)}}},"
+        if len(one) <= 100:
+            lines.append(one)
+        else:
+            lines += [f"    {hv}: {{", *(f"        {it}," for it in items), "    },"]
+    return "\n".join([*lines, "}"]) + "\n"
+
+
+def write_table(kernel: Path, table: dict[int, dict[int, str]], dest: Path) -> None:
+    """Write `kernel` with its `_TUNED_T4` block replaced by `table` to `dest` (may be `kernel`:
+    the shipping step then needs no hand edit). The block runs from TABLE_HEAD at column 0 to the
+    next line that is only `}`; anything else is an error naming what to fix."""
+    text = kernel.read_text()
+    starts = [m.start() for m in re.finditer(rf"^{re.escape(TABLE_HEAD)}$", text, re.M)]
+    if len(starts) != 1:
+        raise SystemExit(
+            f"{kernel}: expected one line `{TABLE_HEAD}` at column 0, found {len(starts)}"
+        )
+    end = text.find("\n}\n", starts[0])
+    if end < 0:
+        raise SystemExit(f"{kernel}: the _TUNED_T4 block has no closing line `}}`")
+    dest.write_text(text[: starts[0]] + table_source(table) + text[end + 3 :])
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "propose":
         # a new _TUNED_T4 from candidate sweeps (the kernel file's table resolves `base+X`)
@@ -423,6 +456,11 @@ def main() -> int:
         pp.add_argument("sweeps", nargs="+", type=Path)
         pp.add_argument("--kernel", type=Path, required=True, help="its _TUNED_T4 was `base`")
         pp.add_argument("--module", default="ours")
+        pp.add_argument(
+            "--write",
+            type=Path,
+            help="also write the kernel file with the new table here (may be --kernel itself)",
+        )
         pa = pp.parse_args()
         spec = importlib.util.spec_from_file_location("gdnu_propose", pa.kernel)
         kmod = importlib.util.module_from_spec(spec)
@@ -431,6 +469,9 @@ def main() -> int:
         table, lines = propose(rows, kmod._TUNED_T4, pa.module)
         print("\n".join(f"# {ln}" for ln in lines) or "# no change")
         print(f"_TUNED_T4 = {table!r}")
+        if pa.write:
+            write_table(pa.kernel, table, pa.write)
+            print(f"# wrote {pa.write}")
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "chosen":
         # the distinct winning candidates of these sweeps, one per line (to time them elsewhere)

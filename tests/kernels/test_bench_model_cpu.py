@@ -274,6 +274,71 @@ def test_mean_ratios_scores_every_column_against_flashinfer() -> None:
     assert "worst 1.200x (HV=32 B=256 flush 0 %)" in summary[1]
 
 
+def test_write_table_rewrites_only_the_table_in_ruff_format_layout(tmp_path: Path) -> None:
+    # k6's bench half times the kernel file with the proposed table (propose --write), so the
+    # final numbers are of the file that ships; the same command writes next in place
+    import shutil
+    import subprocess
+
+    from bench.knockout import table_source, write_table
+
+    table = _load(NEXT, "gdnu_write_next")._TUNED_T4
+    same = tmp_path / "same.py"
+    write_table(NEXT, table, same)
+    assert same.read_text() == NEXT.read_text(), "the file's own table writes the file unchanged"
+    longer = {
+        hv: {b: n + "+t1early+actfirst+xpf8" for b, n in row.items()} for hv, row in table.items()
+    }
+    dest = tmp_path / "proposed.py"
+    write_table(NEXT, longer, dest)
+    assert _load(dest, "gdnu_write_proposed")._TUNED_T4 == longer
+    before, after = NEXT.read_text().split("\n"), dest.read_text().split("\n")
+    assert len(after) > len(before), "entries too long for one line per HV get one line each"
+    head = before.index("_TUNED_T4: dict[int, dict[int, str]] = {")
+    assert before[:head] == after[:head] and before[-200:] == after[-200:]
+    ruff = shutil.which("ruff")
+    if ruff is not None:  # the layout is ruff-format's: the written file stays lint clean
+        snippet = tmp_path / "table.py"
+        snippet.write_text(table_source(longer) + table_source(table))
+        proc = subprocess.run(
+            [ruff, "format", "--check", "--line-length", "100", str(snippet)],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    broken = tmp_path / "broken.py"
+    broken.write_text("x = 1\n")
+    with pytest.raises(SystemExit, match="expected one line `_TUNED_T4"):
+        write_table(broken, table, tmp_path / "never.py")
+    assert not (tmp_path / "never.py").exists()
+
+
+def test_propose_command_writes_the_kernel_file_that_ships(tmp_path: Path) -> None:
+    # the command k6's bench half runs on the GPU host (a CPU run of the same code path)
+    import json
+    import subprocess
+    import sys
+
+    table = _load(NEXT, "gdnu_cli_next")._TUNED_T4
+    fi, hv = 100.0, min(table)
+    us = {"flashinfer:base": fi, "ours:base": 110.0, "ours:base+xpf8": 95.0}
+    rows = [{"HV": hv, "B": 256, "flush_pct": f, "us": us} for f in (0, 20, 100)]
+    sweep = tmp_path / "candidates-k6.json"
+    sweep.write_text(json.dumps({"rows": rows}))
+    dest = tmp_path / "proposed.py"
+    root = NEXT.parents[1]
+    cmd = [sys.executable, "bench/knockout.py", "propose", str(sweep), "--kernel", str(NEXT)]
+    proc = subprocess.run(
+        [*cmd, "--write", str(dest)], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"# wrote {dest}" in proc.stdout
+    key = max(b for b in table[hv] if b <= 256)
+    expected = {h: dict(row) for h, row in table.items()}
+    expected[hv][key] = table[hv][key] + "+xpf8"
+    assert _load(dest, "gdnu_cli_proposed")._TUNED_T4 == expected
+
+
 def test_propose_resolves_base_plus_knob_into_the_table() -> None:
     # k6's candidate sweep names the table's entry `base`; the proposal writes entry+knob, keys
     # B >= 128 average their B=128 and B=256 rows, and a key no column beats keeps its entry

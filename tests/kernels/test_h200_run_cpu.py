@@ -18,6 +18,19 @@ echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
   "GDN_UCACHE_BV=${GDN_UCACHE_BV:-} GDN_UCACHE_XSPLIT=${GDN_UCACHE_XSPLIT:-}" \\
   "GDN_UCACHE_T1EARLY=${GDN_UCACHE_T1EARLY:-} GDN_UCACHE_XPF=${GDN_UCACHE_XPF:-}" \\
   >>"$STUB_LOG"
+if [[ " $* " == *" propose "* ]]; then
+  # knockout.py propose --write DEST: a proposed kernel file appears
+  prev=""
+  for a in "$@"; do
+    if [[ $prev == --write ]]; then echo "# proposed" >"$a"; fi
+    prev=$a
+  done
+fi
+prev=""
+for a in "$@"; do  # a sweep's --json file (propose reads the ones that exist)
+  if [[ $prev == --json ]]; then echo '{"rows": []}' >"$a"; fi
+  prev=$a
+done
 if [[ $(basename "$0") == ncu ]]; then
   prev=""
   for a in "$@"; do
@@ -203,7 +216,25 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     calls, out = run_mode(tmp_path, "k6", {"K6_MODULE": nxt})
     lines = calls.splitlines()
     python = [ln for ln in lines if ln.startswith("python3 ") and " -c " not in ln]
-    assert python and all(f"GDN_UCACHE_OURS_MODULE={nxt}" in ln for ln in python)
+    final = [ln for ln in python if "bench_ucache.py" in ln or "nosplit-k6" in ln]
+    assert python and all(f"GDN_UCACHE_OURS_MODULE={nxt}" in ln for ln in python if ln not in final)
+    # the final benchmark and the knock-outs time next with the table the sweeps chose, written
+    # by propose into a copy (the file that ships once the same command rewrites next in place)
+    (propose,) = [ln for ln in python if " propose " in ln]
+    proposed = propose.split("--write ")[1].split()[0]
+    assert proposed.endswith("/proposed-k6.py") and f"--kernel {nxt} " in propose
+    assert "candidates-k6.json" in propose and "warm-b1-k6.json" in propose
+    for ln in final:
+        assert f"GDN_UCACHE_OURS_MODULE={proposed}" in ln or f"ours={proposed}" in ln
+    order = [i for i, ln in enumerate(python) if "knockout.py" in ln or "bench_ucache" in ln]
+    assert [(" propose " in python[i], "bench_ucache" in python[i]) for i in order] == [
+        (False, False),  # candidates
+        (False, False),  # warm B=1
+        (True, False),
+        (False, True),
+        (False, True),
+        (False, False),  # knock-outs
+    ]
     suites = [ln for ln in lines if "run_gpu_suite.py" in ln and "suite-k6-" in ln]
     names = sorted(out_name(ln) for ln in suites)
     assert names == [
@@ -218,12 +249,12 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
         assert ("GDN_UCACHE_XPF=2" in ln) == ("knobs" in out_name(ln))
     bench = [ln for ln in lines if "bench_ucache.py" in ln]
     assert len(bench) == 2 and all("triton_vllm" in ln and "final-v10-" in ln for ln in bench)
-    sweeps = [ln for ln in lines if "knockout.py" in ln]
-    assert len(sweeps) == 3 and all(f"ours={nxt}" in ln for ln in sweeps)
-    assert "--warm" in sweeps[2] and "--batch 1 " in sweeps[2] and "base+actfirst" in sweeps[2]
-    assert " ours:base+t1early " in sweeps[1]
+    sweeps = [ln for ln in lines if "knockout.py" in ln and " propose " not in ln]
+    assert len(sweeps) == 3 and all(f"ours={nxt}" in ln for ln in sweeps[:2])
+    assert "--warm" in sweeps[1] and "--batch 1 " in sweeps[1] and "base+actfirst" in sweeps[1]
+    assert " ours:base+t1early " in sweeps[0]
     for xpf in ("actfirst", "xpf4", "xpf8", "xpf16", "actfirst+xpf8", "t1early+actfirst+xpf8"):
-        assert f" ours:base+{xpf} " in sweeps[1]
+        assert f" ours:base+{xpf} " in sweeps[0]
     assert (out / "kernel-k6.tar.gz").is_file()
 
 
@@ -237,5 +268,5 @@ def test_k6_steps_split_the_call(tmp_path: Path) -> None:
     assert "bench_ucache.py" not in conf and "knockout.py" not in conf
     bench, out_b = run_mode(tmp_path / "bench", "k6", {"K6_STEPS": "bench"})
     assert "run_gpu_suite.py" not in bench and "test_ours_conformance_gpu.py" not in bench
-    assert bench.count("bench_ucache.py") == 2 and bench.count("knockout.py") == 3
+    assert bench.count("bench_ucache.py") == 2 and bench.count("knockout.py") == 4
     assert (out_c / "kernel-k6.tar.gz").is_file() and (out_b / "kernel-k6.tar.gz").is_file()
