@@ -468,6 +468,7 @@ k6)
   # K6_STEPS="conf" / "bench" splits the call in two (~170 s + ~300 s on one warm host): a host
   # lost mid-call then costs one half
   steps=" ${K6_STEPS:-conf bench} "
+  conf_keep=${K6_CONF_KEEP:-/tmp/gdn-k6-conformance}
   if [[ $steps == *" conf "* ]]; then
     setsid timeout 85 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k6" \
       --backends ours --arms serving,bf16 --deadline-s 65 --jobs 8 --max-steps 300 \
@@ -480,6 +481,9 @@ k6)
     kill -- -"$suite_pid" 2>/dev/null || true
     tail -3 "$out/suite-k6.log"
     conformance_summary 160
+    # kept on this host for the bench half (the next call): its table is chosen among what passed
+    rm -rf "$conf_keep" && mkdir -p "$conf_keep"
+    cp "$out"/conformance-candidate-*.log "$conf_keep/" 2>/dev/null || true
     echo "# conformance (shipped kernel) wall $((SECONDS - t0)) s"
     # #3's suite forced onto the table's bulk modes (its own shapes are small batches, where the
     # table picks the register modes)
@@ -529,11 +533,20 @@ k6)
   # `base+X` = the table's entry plus X) written into a copy of the file: the final benchmark and
   # the knock-outs below then time the file that ships (the same command run on the returned
   # sweeps writes it in place); without a proposal (a sweep lost) they time $ship as it is
+  # (only candidates that passed in both arms of the conf half on this host, when it ran here)
   final=$ship
   sweeps=()
   for f in "$out/candidates-k6.json" "$out/warm-b1-k6.json"; do [[ -s $f ]] && sweeps+=("$f"); done
+  conf_logs=("$conf_keep"/conformance-candidate-*.log)
+  conf_args=()
+  if [[ -e ${conf_logs[0]} ]]; then
+    conf_args=(--conformance "${conf_logs[@]}")
+  else
+    echo "# no conformance logs in $conf_keep: the table is chosen among all candidates"
+  fi
   if ((${#sweeps[@]})) && python3 bench/knockout.py propose "${sweeps[@]}" --kernel "$ship" \
-    --write "$out/proposed-k6.py" >"$out/propose-k6.log" 2>&1 && [[ -s $out/proposed-k6.py ]]; then
+    "${conf_args[@]}" --write "$out/proposed-k6.py" >"$out/propose-k6.log" 2>&1 &&
+    [[ -s $out/proposed-k6.py ]]; then
     final=$out/proposed-k6.py
   fi
   cat "$out/propose-k6.log" 2>/dev/null || true

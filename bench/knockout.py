@@ -366,15 +366,36 @@ def is_candidate(name: str) -> bool:
     return same_code(name) in {same_code(c) for c in CANDIDATES}
 
 
+CANDIDATE_RESULT = re.compile(r"::test_candidate\[(\w+)-([^\]]+)\] (PASSED|FAILED|ERROR)")
+
+
+def passed_candidates(logs: list[Path]) -> set[frozenset[str]]:
+    """The candidates (as same_code) that PASSED in every arm these GPU conformance logs ran
+    (k6's conformance-candidate-*.log, pytest -v); one that failed, errored or did not run in
+    some arm (a part cut by its time limit) is left out."""
+    arms: set[str] = set()
+    results: dict[frozenset[str], dict[str, bool]] = {}
+    for log in logs:
+        for arm, name, outcome in CANDIDATE_RESULT.findall(log.read_text(errors="replace")):
+            arms.add(arm)
+            per_arm = results.setdefault(same_code(name), {})
+            per_arm[arm] = per_arm.get(arm, True) and outcome == "PASSED"
+    return {code for code, per_arm in results.items() if arms and all(per_arm.get(a) for a in arms)}
+
+
 def propose(
-    rows: list[dict[str, Any]], table: dict[int, dict[int, str]], module: str = "ours"
+    rows: list[dict[str, Any]],
+    table: dict[int, dict[int, str]],
+    module: str = "ours",
+    passed: set[frozenset[str]] | None = None,
 ) -> tuple[dict[int, dict[int, str]], list[str]]:
     """A new launch table from candidate sweeps of `module` whose `base` was `table` (the
     kernel's _TUNED_T4 when they ran): per (HV, table B key), the column with the smallest mean
     ratio to flashinfer over every timed row it covers (each B the key serves and each flush
     level weigh the same); `base+X` becomes the table's entry there plus X. Only conformance
-    candidates (is_candidate) are chosen; keys no sweep covers keep their entry. Returns
-    (table, one explanation line per changed key)."""
+    candidates (is_candidate) are chosen, and with `passed` (passed_candidates of the GPU run)
+    only those that passed there; keys no sweep covers keep their entry. Returns (table, one
+    explanation line per changed key)."""
 
     def resolve(hv: int, key: int, name: str) -> str:
         parts = name.split("+")
@@ -384,7 +405,12 @@ def propose(
         return "+".join([entry, *(p for p in parts[1:] if p not in entry.split("+"))])
 
     new = {hv: dict(row) for hv, row in table.items()}
-    lines = []
+    lines = [
+        f"HV={hv} B>={key}: the entry {name} did not pass in every arm of the conformance logs"
+        for hv, row in sorted(table.items())
+        for key, name in sorted(row.items())
+        if passed is not None and same_code(name) not in passed
+    ]
     groups: dict[tuple[int, int], list[dict[str, float]]] = {}
     for r in rows:
         if r["HV"] not in table or "flashinfer:base" not in r["us"]:
@@ -401,6 +427,8 @@ def propose(
             return sum(us[f"{module}:{n}"] / us["flashinfer:base"] for us in timed) / len(timed)
 
         names = {n for n in names if is_candidate(resolve(hv, key, n))}
+        if passed is not None:
+            names = {n for n in names if same_code(resolve(hv, key, n)) in passed}
         if not names:
             continue
         best = min(sorted(names), key=mean_ratio)
@@ -461,12 +489,21 @@ def main() -> int:
             type=Path,
             help="also write the kernel file with the new table here (may be --kernel itself)",
         )
+        pp.add_argument(
+            "--conformance",
+            nargs="+",
+            type=Path,
+            help="GPU conformance logs (k6's conformance-candidate-*.log): choose only what passed",
+        )
         pa = pp.parse_args()
         spec = importlib.util.spec_from_file_location("gdnu_propose", pa.kernel)
         kmod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(kmod)
         rows = [r for p in pa.sweeps for r in json.loads(p.read_text())["rows"]]
-        table, lines = propose(rows, kmod._TUNED_T4, pa.module)
+        passed = passed_candidates(pa.conformance) if pa.conformance else None
+        if passed is not None:
+            print(f"# {len(passed)} candidates passed in every arm of {len(pa.conformance)} logs")
+        table, lines = propose(rows, kmod._TUNED_T4, pa.module, passed)
         print("\n".join(f"# {ln}" for ln in lines) or "# no change")
         print(f"_TUNED_T4 = {table!r}")
         if pa.write:

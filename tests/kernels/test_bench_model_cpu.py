@@ -339,6 +339,46 @@ def test_propose_command_writes_the_kernel_file_that_ships(tmp_path: Path) -> No
     assert _load(dest, "gdnu_cli_proposed")._TUNED_T4 == expected
 
 
+def test_propose_chooses_only_candidates_that_passed_on_the_gpu(tmp_path: Path) -> None:
+    # k6's conformance half leaves pytest -v logs; a candidate that failed, errored or was cut
+    # by the part's time limit in any arm is never written into the table
+    from bench.knockout import passed_candidates, propose, same_code
+
+    x13 = "bv128+late13+mbp0"
+    t = "tests/kernels/test_ours_conformance_gpu.py::test_candidate"
+    (tmp_path / "serving.log").write_text(
+        f"{t}[serving-{x13}+actfirst+xpf2] PASSED [ 10%]\n"
+        f"{t}[serving-{x13}+xpf2] PASSED [ 20%]\n"
+        f"{t}[serving-bv128+late10+mbp0] FAILED [ 30%]\n"
+        f"{t}[serving-{x13}] PASSED [ 40%]\n"
+    )
+    (tmp_path / "bf16.log").write_text(
+        f"{t}[bf16-{x13}+xpf2] PASSED [ 20%]\n"
+        f"{t}[bf16-bv128+late10+mbp0] PASSED [ 30%]\n"
+        f"{t}[bf16-{x13}] PASSED [ 40%]\n"
+    )  # actfirst+xpf2 did not run in bf16 (the part's limit)
+    passed = passed_candidates(sorted(tmp_path.glob("*.log")))
+    assert passed == {same_code(x13), same_code(x13 + "+xpf2")}
+    table = {32: {32: "bv128+late10+mbp0", 128: x13}}
+
+    def row(b: int, **cols: float) -> dict:
+        us = {"flashinfer:base": 100.0} | {
+            f"ours:{k.replace('_', '+')}": v for k, v in cols.items()
+        }
+        return {"HV": 32, "B": b, "flush_pct": 0, "us": us}
+
+    rows = [
+        row(256, base=110.0, base_actfirst_xpf8=90.0, base_xpf8=95.0),
+        row(32, base=110.0, bv128_late13_mbp0=105.0),
+    ]
+    assert propose(rows, table)[0][32][128] == x13 + "+actfirst+xpf8", "unfiltered: the fastest"
+    new, lines = propose(rows, table, passed=passed)
+    assert new == {32: {32: x13, 128: x13 + "+xpf8"}}, "any xpf distance passes as xpf2 did"
+    assert lines[0] == (
+        "HV=32 B>=32: the entry bv128+late10+mbp0 did not pass in every arm of the conformance logs"
+    )
+
+
 def test_propose_resolves_base_plus_knob_into_the_table() -> None:
     # k6's candidate sweep names the table's entry `base`; the proposal writes entry+knob, keys
     # B >= 128 average their B=128 and B=256 rows, and a key no column beats keeps its entry

@@ -5,6 +5,7 @@ nothing; on the GPU host it costs device minutes."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -60,8 +61,8 @@ def run_mode(
         OUT=str(out),
         GDN_HOST_SITE="stub",  # as in the e2e host bundle's environment: no .gpu/env.sh
         STUB_LOG=str(log),
-        **(extra_env or {}),
-    )
+        K6_CONF_KEEP=str(tmp_path / "conf-keep"),  # not the host's /tmp/gdn-k6-conformance
+    ) | (extra_env or {})
     proc = subprocess.run(
         ["bash", "bench/h200_run.sh", mode], cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=60,
@@ -224,6 +225,10 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     proposed = propose.split("--write ")[1].split()[0]
     assert proposed.endswith("/proposed-k6.py") and f"--kernel {nxt} " in propose
     assert "candidates-k6.json" in propose and "warm-b1-k6.json" in propose
+    # chosen among the candidates that passed the conformance half (its logs kept on the host)
+    keep = tmp_path / "conf-keep"
+    assert f"--conformance {keep}/conformance-candidate-bf16.log " in propose
+    assert f"{keep}/conformance-candidate-serving.log --write" in propose
     for ln in final:
         assert f"GDN_UCACHE_OURS_MODULE={proposed}" in ln or f"ours={proposed}" in ln
     order = [i for i, ln in enumerate(python) if "knockout.py" in ln or "bench_ucache" in ln]
@@ -263,10 +268,16 @@ def test_k6_steps_split_the_call(tmp_path: Path) -> None:
     only; each half leaves its archive."""
     (tmp_path / "conf").mkdir()
     (tmp_path / "bench").mkdir()
-    conf, out_c = run_mode(tmp_path / "conf", "k6", {"K6_STEPS": "conf"})
+    keep = {"K6_CONF_KEEP": str(tmp_path / "keep")}  # one host: the halves share its /tmp
+    lone, _ = run_mode(tmp_path / "bench", "k6", {"K6_STEPS": "bench"} | keep)
+    assert "--conformance" not in lone, "no conformance half on this host: nothing to filter by"
+    conf, out_c = run_mode(tmp_path / "conf", "k6", {"K6_STEPS": "conf"} | keep)
     assert "run_gpu_suite.py" in conf and "test_ours_conformance_gpu.py" in conf
     assert "bench_ucache.py" not in conf and "knockout.py" not in conf
-    bench, out_b = run_mode(tmp_path / "bench", "k6", {"K6_STEPS": "bench"})
+    shutil.rmtree(tmp_path / "bench")
+    (tmp_path / "bench").mkdir()
+    bench, out_b = run_mode(tmp_path / "bench", "k6", {"K6_STEPS": "bench"} | keep)
+    assert f"--conformance {tmp_path}/keep/conformance-candidate-bf16.log" in bench
     assert "run_gpu_suite.py" not in bench and "test_ours_conformance_gpu.py" not in bench
     assert bench.count("bench_ucache.py") == 2 and bench.count("knockout.py") == 4
     assert (out_c / "kernel-k6.tar.gz").is_file() and (out_b / "kernel-k6.tar.gz").is_file()
