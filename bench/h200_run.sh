@@ -530,10 +530,10 @@ k6)
     --modules "ours=$ship" --variants ${K6_B1_VARIANTS:-ours:base ours:base+actfirst} 2>&1 |
     tee "$out/warm-b1-k6.log" | grep -v '^# v' | tail -n 12 || true
   # the launch table these two sweeps choose (knockout.py propose: conformance candidates only,
-  # `base+X` = the table's entry plus X) written into a copy of the file: the final benchmark and
-  # the knock-outs below then time the file that ships (the same command run on the returned
-  # sweeps writes it in place); without a proposal (a sweep lost) they time $ship as it is
-  # (only candidates that passed in both arms of the conf half on this host, when it ran here)
+  # and of those only the ones that passed in both arms of the conf half when it ran on this
+  # host; `base+X` = the table's entry plus X) written into a copy of the file: the final
+  # benchmark and the knock-outs below then time the file that ships (the same command run on
+  # the returned sweeps writes it in place); without a proposal (a sweep lost) they time $ship
   final=$ship
   sweeps=()
   for f in "$out/candidates-k6.json" "$out/warm-b1-k6.json"; do [[ -s $f ]] && sweeps+=("$f"); done
@@ -555,7 +555,8 @@ k6)
   # per arm (the JSON is rewritten after every HV block, so a timeout keeps what was timed)
   for arm in serving bf16; do
     GDN_UCACHE_OURS_MODULE=$final timeout "${K6_BENCH_S:-95}" python3 bench/bench_ucache.py \
-      --arms "$arm" --reps 10 --out "$out" --tag "final-${K6_TAG:-v10}-$arm" --backends ours flashinfer triton_vllm 2>&1 |
+      --arms "$arm" --reps 10 --out "$out" --tag "final-${K6_TAG:-v10}-$arm" \
+      --backends ours flashinfer triton_vllm 2>&1 |
       tee "$out/bench-$arm.log" | grep -vE '^# (v|compil)' || true
   done
   # what the hi/lo split costs now (nosplit: flashinfer-level precision), verify and 20 %, and

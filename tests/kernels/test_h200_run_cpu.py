@@ -19,26 +19,17 @@ echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
   "GDN_UCACHE_BV=${GDN_UCACHE_BV:-} GDN_UCACHE_XSPLIT=${GDN_UCACHE_XSPLIT:-}" \\
   "GDN_UCACHE_T1EARLY=${GDN_UCACHE_T1EARLY:-} GDN_UCACHE_XPF=${GDN_UCACHE_XPF:-}" \\
   >>"$STUB_LOG"
-if [[ " $* " == *" propose "* ]]; then
-  # knockout.py propose --write DEST: a proposed kernel file appears
-  prev=""
-  for a in "$@"; do
-    if [[ $prev == --write ]]; then echo "# proposed" >"$a"; fi
-    prev=$a
-  done
-fi
+# the files a step's options name: a sweep's --json (propose reads the ones that exist),
+# propose's --write (the proposed kernel file), ncu's -o report
 prev=""
-for a in "$@"; do  # a sweep's --json file (propose reads the ones that exist)
-  if [[ $prev == --json ]]; then echo '{"rows": []}' >"$a"; fi
+for a in "$@"; do
+  case $prev in
+    --json) echo '{"rows": []}' >"$a" ;;
+    --write) echo "# proposed" >"$a" ;;
+    -o) if [[ $(basename "$0") == ncu ]]; then touch "$a.ncu-rep"; fi ;;
+  esac
   prev=$a
 done
-if [[ $(basename "$0") == ncu ]]; then
-  prev=""
-  for a in "$@"; do
-    if [[ $prev == -o ]]; then touch "$a.ncu-rep"; fi
-    prev=$a
-  done
-fi
 exit 0
 """
 
