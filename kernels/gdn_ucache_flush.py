@@ -1,4 +1,4 @@
-"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v5b).
+"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v10).
 
 gdn-ucache's own implementation of the ``gated_delta_rule_mtp_ucache_flush`` contract
 (``/work/shared/research/kernel-spec.md`` section 1) for nvidia-cutlass-dsl 4.8.0. vLLM loads this
@@ -28,15 +28,21 @@ Design (kernels/NOTES.md has the numbers): grid (128 / BV, HV, B), 128 threads. 
 quantity depends on the state only through its own row, so a CTA owns BV rows of one (request,
 value head) tile and recomputes the tiny key-side quantities (norms, Gram, window scores). Small
 batches get 128 / BV times more CTAs; large batches make one pass over the state.
-- State projection [S0 rows] x [k^; q^]^T with mma.sync m16n8k16 (fp32 accumulate); each thread
-  loads its state slice with 16-byte loads at entry, in an order that *is* its MMA A-fragment order
-  (the K-permutation is applied identically to the B operand), so the state is never staged in
-  shared memory. [k^; q^] is split into hi + lo 16-bit parts (two MMAs): the product is ~fp32
-  accurate although the MMA takes 16-bit operands.
+- State projection [S0 rows] x [k^; q^]^T with mma.sync m16n8k16 (fp32 accumulate). How the state
+  reaches the MMA is the launch knob `late` (LATE_MODES; launch_config's table picks it):
+  small batches (late 0-3) load each thread's state slice into registers with 16-byte loads, in an
+  order that *is* its MMA A-fragment order (the K-permutation is applied identically to the B
+  operand); from B=32 on (late 10 and 13) each warp's 16-row state tile (4 KB contiguous in the
+  pool) goes into one reused 16 KB shared stage by two 2 KB bulk async copies on the warp's
+  mbarrier, issued at entry so the state is in flight during the prologue, with the MMA rows
+  permuted (row m <- tile row (m % 2) * 8 + m // 2) so that every 16-byte fragment read is free
+  of bank conflicts. [k^; q^] is split into hi + lo 16-bit parts (two MMAs): the product is ~fp32
+  accurate although the MMA takes 16-bit operands. late13 writes those x fragments in the
+  prologue and the Gram reads its A rows from them (no fp32 [k; q] tile: 36.4 KB per CTA).
 - Window scores kc_j . x and the Gram [k^; q^] . k^ with mma.sync on two warps (same split).
 - Flush fold (w o U_win)[rows, 16] x KC[16, 128] with mma.sync, accumulator initialised with
-  e^{G*} S0 from the same registers, then written back once with 16-byte stores (optionally with
-  stochastic rounding).
+  e^{G*} S0 from the projection's operand (registers or the stage), then written back once
+  with 16-byte stores (optionally with stochastic rounding).
 - One row per CTA (the default, non-persistent): the cursor-independent loads (q/k rows as 16-byte
   vectors, the v slice, the gates) are issued before the cursors return, and the ring windows and
   the g row go to shared memory by cp.async right after them, so a CTA waits for two dependent
@@ -50,9 +56,10 @@ batches get 128 / BV times more CTAs; large batches make one pass over the state
   process: results/kernel/k7, kernels/NOTES.md.) u-ring appends and outputs are predicated
   16-bit stores from the same accumulators. g and k rings are appended by one CTA per value head /
   key head.
-- Ring windows stay in their 16-bit dtype in shared memory (~28 KB per CTA at BV=128, T=4), so
-  registers, not shared memory, bound the CTAs per SM; launch_config() picks BV, launch bounds and
-  "late" state tiles (loaded at the projection instead of at entry: fewer live registers).
+- Ring windows stay in their 16-bit dtype in shared memory (~28 KB per CTA at BV=128, T=4). In
+  the register modes registers bound the CTAs per SM (launch bounds in the table); the bulk modes
+  ask for the 228 KiB carve-out (the kernel op's cu_attrs) and shared memory bounds them: 227 KiB
+  usable, 1 KiB reserved per CTA, so late10 (44.4 KB) runs 5 CTAs/SM and late13 (36.4 KB) 6.
 - Persistent mode (launch_config: nprog < B programs along the batch): each CTA walks rows z0,
   z0 + nprog, ...; the next row's cursors and first state tiles are loaded during the current row
   and (prefetch 1/2) its ring windows, q/k/v rows and gates go into a second shared-memory buffer
@@ -70,14 +77,24 @@ Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
   flashinfer's 16-bit Tmat/QT/R); softplus uses a stable form (no overflow);
 - optional stochastic rounding of the folded checkpoint (GDN_UCACHE_STATE_SR=1, off by default).
 
-Instructions: mma.sync, ld/st.global (16-byte vectors), cp.async, shfl, exit; no
-wgmma/tcgen05/TMA, so the same code compiles for sm_90a and sm_100a. Tested on: SM90 (H200:
-conformance 2026-12-03, results/kernel/k5; timed against flashinfer 2026-12-04,
-results/kernel/k7). SM100 (B200) is compile-checked only (CI builds sm_100a).
+Instructions: mma.sync, ldmatrix, ld/st.global (16-byte vectors), cp.async, cp.async.bulk with
+mbarrier (sm_90+), shfl, exit; no wgmma/tcgen05 and no TMA tensor maps, so the same code compiles
+for sm_90a and sm_100a. Tested on: SM90 (H200: conformance and timing against flashinfer,
+2026-12-05, results/kernel/v10-k6). SM100 (B200) is compile-checked only (CI builds sm_100a).
+
+Versions (kernels/NOTES.md has every measurement): v5b (registers only; shipped in sessions 6-11)
+is this file's late 0-3; v10 (session 12) adds the bulk-copy modes: late10 at B=32..127 and
+late13 at B >= 128 (results/kernel/k14), and its table (session 16, results/kernel/v10-k6) turns
+on the load-order knobs where they won: actfirst at B = 1..7 (and HV=32 B = 8..31), t1early + t1l2
+at B >= 128 (+ wvearly at HV 32/64), t1early at HV=48 B = 32..127. The other late modes (4-9,
+11, 12) were measured experiments; they live in git history before the cleanup that removed them
+(kernels/NOTES.md).
 """
 
+import contextlib
 import os
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -156,7 +173,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
     import cuda.bindings.driver as cuda_drv
     import cutlass
     import cutlass.cute as cute
-    from cutlass import BFloat16, Float16, Float32, Int32, Int64, Uint32
+    from cutlass import BFloat16, Float16, Float32, Int16, Int32, Int64, Uint32
     from cutlass.memory import SmemAllocator
 
     def _dsl_dtype(dt: torch.dtype) -> type:
@@ -166,11 +183,27 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         return "bf16" if dt == torch.bfloat16 else "f16"
 
     # ---- register-level helpers (inline PTX; traced inside the kernel) ----------------------
+    def as_flag(cond: Any) -> Any:
+        """A condition as an Int32 0/1 operand of inline PTX (a predicate operand that folds to a
+        constant would be printed as an immediate, which PTX does not accept)."""
+        return cutlass.select_(cond, Int32(1), Int32(0))
+
     def ldg_v4(ptr: Any) -> tuple:
         return cute.arch.inline_ptx(
             "ld.global.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}];",
             write_only_types=[Int32] * 4,
             read_only_args=[ptr],
+        )
+
+    def lds_v4(ptr: Any, again: bool = False) -> tuple:
+        """16 bytes from shared memory. `again` gives the fold's re-read its own asm string so
+        that the compiler cannot merge it with the projection's read (which would keep the 32
+        state words alive from the projection through the fold: the v5b register peak)."""
+        tag = " // again" if again else ""
+        return cute.arch.inline_ptx(
+            "ld.shared.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}];" + tag,
+            write_only_types=[Int32] * 4,
+            read_only_args=[ptr.toint()],
         )
 
     def stg_v4(ptr: Any, w: list) -> None:
@@ -236,8 +269,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             read_only_args=[
                 p_a,
                 p_b,
-                cutlass.select_(use_a, Int32(1), Int32(0)),
-                cutlass.select_(live, Int32(1), Int32(0)),
+                as_flag(use_a),
+                as_flag(live),
             ],
         )
 
@@ -288,11 +321,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
 
     def qk_rows_to_smem(
         wq: tuple, r: Any, is_k: Any, xs_ptr: Any, c8: Any, scale: Any, io: torch.dtype,
-        ring: torch.dtype,
+        ring: torch.dtype, xb: Any = None, xparts: int = 2, st: torch.dtype | None = None,
     ) -> list:  # fmt: skip
         """8 elements (one 16-byte load) of row r of [k; q]: L2 norm over the row's 16 lanes, q rows
         scaled, stored as fp32 at xs[r, c8 .. c8 + 7]; returns them packed in the ring dtype (the
-        k ring append). Rows past 2T were loaded as zeros and stay zero."""
+        k ring append). Rows past 2T were loaded as zeros and stay zero.
+        With xb (late13): no fp32 row; the 4 element pairs go straight into the projection's
+        B-fragment words (hi, and lo with the split; the bsmem layout of phase 3's build: word
+        4 (q // 4) + j of lane 4 (r % 8) + q % 4 holds the pair at column 8 q + 2 j, q = c8 / 8)."""
         xv = []
         for wd in range(4):
             lo_, hi_ = unpack2(wq[wd], io)
@@ -306,8 +342,20 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         inv = cute.math.rsqrt(ss + Float32(EPS), fastmath=True)
         inv = cutlass.select_(is_k, inv, inv * scale)
         xv = [x_ * inv for x_ in xv]
-        sts_v4_f32(xs_ptr + (r * K_DIM + c8), xv[0:4])
-        sts_v4_f32(xs_ptr + (r * K_DIM + c8 + 4), xv[4:8])
+        if xb is None:
+            sts_v4_f32(xs_ptr + (r * K_DIM + c8), xv[0:4])
+            sts_v4_f32(xs_ptr + (r * K_DIM + c8 + 4), xv[4:8])
+        else:
+            q8 = c8 // 8
+            ln = 4 * (r % 8) + q8 % 4
+            for j in range(4):
+                wd = 4 * (q8 // 4) + j
+                hi = pack2(xv[2 * j], xv[2 * j + 1], st)
+                xb[(((r // 8) * xparts) * 16 + wd) * 32 + ln] = hi
+                if xparts == 2:
+                    h0, h1 = unpack2(hi, st)
+                    lo = pack2(xv[2 * j] - h0, xv[2 * j + 1] - h1, st)
+                    xb[(((r // 8) * xparts + 1) * 16 + wd) * 32 + ln] = lo
         return [pack2(xv[2 * e], xv[2 * e + 1], ring) for e in range(4)]
 
     def gates_scan(ai: Any, bt: Any, alog: Any, dtb: Any, lane: Any, T: int) -> tuple:
@@ -364,8 +412,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 p_ring,
                 p_io,
                 Float32(x),
-                cutlass.select_(to_ring, Int32(1), Int32(0)),
-                cutlass.select_(to_io, Int32(1), Int32(0)),
+                as_flag(to_ring),
+                as_flag(to_io),
             ],
         )
 
@@ -402,8 +450,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         split_a: bool,
         a_rows: int = 16,
         a_words: bool = False,
+        a_from_b: bool = False,
     ) -> list:
         """[16 rows of a smem tile] x [x_0..x_{NXP-1}]^T with the same K-permutation.
+
+        a_from_b (the Gram of late13, A = the x rows themselves): the A words of rows g4 and
+        g4 + 8 at k-step (i, h) are the B words of n-tiles 0 and 1 for this lane (x_n[k] for
+        n = nt*8 + g4 at the same columns), hi and lo as staged; no fp32 tile is read.
 
         A is an fp32 tile (packed to dt here) or, with a_words, a tile already packed as 16-bit
         pairs (row_stride in 32-bit words). Rows >= a_rows are zero and not stored. B is (hi, lo)
@@ -432,6 +485,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     if 8 * (q_ % 2) >= a_rows:  # compile-time: rows 8..15 are all zero
                         a_hi.append(Int32(0))
                         a_lo.append(Int32(0))
+                    elif a_from_b:
+                        wa = 4 * i + 2 * h + q_ // 2
+                        a_hi.append(bword(q_ % 2, wa, 0))
+                        if split_a:
+                            a_lo.append(bword(q_ % 2, wa, 1))
                     elif a_words:
                         a_hi.append(rows_s[r_ * row_stride + cc // 2])
                     else:
@@ -461,8 +519,28 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             " mov.b32 {$w0}, 0; mov.b32 {$w1}, 0; mov.b32 {$w2}, 0; mov.b32 {$w3}, 0;"
             " @pl ld.global.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}]; }",
             write_only_types=[Int32] * 4,
-            read_only_args=[ptr, cutlass.select_(live, Int32(1), Int32(0))],
+            read_only_args=[ptr, as_flag(live)],
         )
+
+    def sink_if_magic(ptr: Any, word: Any) -> None:
+        """Store `word` only if it equals a magic value (practically never): keeps loads whose
+        results nothing else reads alive through ptxas's dead-code elimination (the `sink`
+        timing knock-out)."""
+        cute.arch.inline_ptx(
+            "{ .reg .pred pm; setp.eq.s32 pm, {$r1}, 0x13579bdf;"
+            " @pm st.global.b32 [{$r0}], {$r1}; }",
+            read_only_args=[ptr, word],
+        )
+
+    def state_chunk(
+        st_head: Any, v0: Any, warp: Any, ti: int, ntile: int, g4: Any, c4: Any, rr: int, i: int
+    ) -> Any:
+        """This thread's 16-byte chunk (rr, i) of state tile warp + 4 ti: row g4 + 8 rr, columns
+        c4*8 + 32 i + 0..7 (its mma.sync A fragment words). Warps without a tile (BV < 64)
+        address a duplicate tile."""
+        tile_ld = (warp + 4 * ti) % ntile
+        row = st_head + Int64((v0 + tile_ld * 16 + g4 + 8 * rr) * K_DIM + c4 * 8 + 32 * i)
+        return cute.recast_ptr(row, dtype=Int32)
 
     def load_state_tile(
         st_head: Any,
@@ -478,22 +556,234 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         """16-byte loads of this thread's A fragments of state tile warp + 4 ti (rows g4, g4 + 8;
         columns c4*8 + 32 i + 0..7). Warps without a tile (BV < 64) load a duplicate tile. With
         `live`, the loads are predicated on it (zeros otherwise)."""
-        tile_ld = (warp + 4 * ti) % ntile
         sa_t = []
         for rr in range(2):
-            rp0 = st_head + Int64((v0 + tile_ld * 16 + g4 + 8 * rr) * K_DIM + c4 * 8)
             chunks = []
             for i in range(4):
+                ptr = state_chunk(st_head, v0, warp, ti, ntile, g4, c4, rr, i)
                 if skip:
                     chunks.append((Int32(0),) * 4)
                 elif live is None:
-                    chunks.append(ldg_v4(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32)))
+                    chunks.append(ldg_v4(ptr))
                 else:
-                    chunks.append(
-                        ldg_v4_if(cute.recast_ptr(rp0 + Int64(32 * i), dtype=Int32), live)
-                    )
+                    chunks.append(ldg_v4_if(ptr, live))
             sa_t.append(chunks)
         return sa_t
+
+    # bulk-staged tile of one warp: even rows, then odd rows 64 bytes further (256-byte rows)
+    BULK_WARP_WORDS = 1024 + 16  # 4 KB of rows + the 64-byte shift of the odd rows
+
+    def bulk_row(warp: Any, lr: Any) -> Any:
+        """Word offset of row lr (0..15) of a warp's bulk-staged tile: even rows packed from the
+        warp's base, odd rows from base + 2 KB + 64 bytes. The 8 threads of a 16-byte read phase
+        read rows 2q and 2q + 1, which then start 64 bytes apart modulo 128: 8 distinct bank
+        quads (a dense 256-byte pitch would put both rows on the same banks: 2-way conflicts)."""
+        return warp * BULK_WARP_WORDS + (lr % 2) * (512 + 16) + (lr // 2) * 64
+
+    def bulk_stage_tile(
+        st_head: Any,
+        stage: Any,
+        mbar_w: Any,
+        v0: Any,
+        warp: Any,
+        ti: int,
+        ntile: int,
+        lane: Any,
+    ) -> None:
+        """This warp's state tile warp + 4 ti (16 rows x 256 bytes, 4 KB contiguous in the pool)
+        into its part of `stage` by two bulk async copies that complete on the warp's mbarrier:
+        lanes 0 and 1 copy tile rows 0-7 and 8-15 (2 KB each) to the even-row and odd-row blocks
+        of bulk_row's layout (see the kernel's row permutation); lane 0 arms the barrier for the
+        4096 bytes first. The copy engine moves the bytes: no load/store-unit instruction per 16
+        bytes, no registers in flight."""
+        cute.arch.inline_ptx(
+            "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0;"
+            " @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [{$r0}], {$r1}; }",
+            read_only_args=[mbar_w.toint(), Int32(16 * 256), lane],
+        )
+        cute.arch.sync_warp()
+        tile_ld = (warp + 4 * ti) % ntile
+        hh = lane % 2
+        src = st_head + Int64((v0 + tile_ld * 16 + 8 * hh) * K_DIM)
+        dst = stage + bulk_row(warp, hh)  # block hh: rows 0-7 / 8-15 of the tile
+        cute.arch.inline_ptx(
+            "{ .reg .pred p; setp.lt.s32 p, {$r3}, 2;"
+            " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+            " [{$r0}], [{$r1}], 2048, [{$r2}]; }",
+            read_only_args=[dst.toint(), src.toint(), mbar_w.toint(), lane],
+        )
+
+    def l2_prefetch_bulk(addr: Any, nbytes: Any, flag: Any) -> None:
+        """One bulk L2 prefetch of nbytes (a multiple of 16) at the 16-byte aligned global
+        address `addr` (an integer) when flag (Int32) != 0. A hint: no registers, no barrier."""
+        cute.arch.inline_ptx(
+            "{ .reg .pred p; setp.ne.s32 p, {$r2}, 0;"
+            " @p cp.async.bulk.prefetch.L2.global [{$r0}], {$r1}; }",
+            read_only_args=[addr, Int32(nbytes), flag],
+        )
+
+    def l2_prefetch_tile(st_head: Any, v0: Any, warp: Any, ti: int, ntile: int, lane: Any) -> None:
+        """Lane 0 asks the copy engine to bring this warp's state tile warp + 4 ti (4 KB
+        contiguous) into L2 (no shared memory, no barrier, no effect on results): its bulk copy
+        into the stage later hits L2 instead of DRAM."""
+        src = st_head + Int64((v0 + ((warp + 4 * ti) % ntile) * 16) * K_DIM)
+        l2_prefetch_bulk(src.toint(), Int32(16 * K_DIM * 2), as_flag(lane == 0))
+
+    def l2_prefetch_line(addr: Any, flag: Any) -> None:
+        """prefetch.global.L2 of the line holding `addr` (any alignment) when flag != 0."""
+        cute.arch.inline_ptx(
+            "{ .reg .pred p; setp.ne.s32 p, {$r1}, 0; @p prefetch.global.L2 [{$r0}]; }",
+            read_only_args=[addr, flag],
+        )
+
+    def block_boundary(positive: Any) -> None:
+        """A branch that ptxas cannot remove and that is never taken (a kernel argument that is
+        always >= 1 tested for < 0; each boundary needs its own argument, else the second test is
+        proved redundant and removed): it ends a basic block, and ptxas issues the loads of one
+        block before the instructions of the next (it schedules loads within their block, late
+        when their use lies beyond it)."""
+        cute.arch.inline_ptx(
+            "{ .reg .pred p; setp.lt.s32 p, {$r0}, 0; @p trap; }", read_only_args=[positive]
+        )
+
+    def xpf_token(
+        q: Any,
+        k: Any,
+        v: Any,
+        q_sb: Any,
+        q_st: Any,
+        k_sb: Any,
+        k_st: Any,
+        v_sb: Any,
+        v_st: Any,
+        zf: Any,
+        t: Any,
+        one: Any,
+        lead_k: Any,
+        ih: Any,
+        hv: Any,
+        v0: Any,
+        BV: int,
+    ) -> None:
+        """Cross-row L2 prefetch of row zf's token t: its q and k rows of key head ih (only the
+        key head's first CTA: lead_k) and its v slice (every CTA: its own columns), one bulk
+        prefetch each where 16-byte aligned (checked here: a hint is skipped, never faulted).
+        `one` selects one lane: the addresses are the same in every lane, and distinct per-lane
+        addresses would make ptxas loop over them (the instruction takes uniform registers)."""
+        zf64, t64 = Int64(zf), Int64(t)
+        q_a = (q + (zf64 * q_sb + t64 * q_st + Int64(ih * K_DIM))).toint()
+        k_a = (k + (zf64 * k_sb + t64 * k_st + Int64(ih * K_DIM))).toint()
+        v_a = (v + (zf64 * v_sb + t64 * v_st + Int64(hv * V_DIM_C + v0))).toint()
+        for row, nbytes, mine in ((q_a, K_DIM * 2, lead_k), (k_a, K_DIM * 2, lead_k)):
+            ok = one & mine & ((row & Int64(15)) == Int64(0))
+            l2_prefetch_bulk(row, Int32(nbytes), as_flag(ok))
+        l2_prefetch_bulk(v_a, Int32(BV * 2), as_flag(one & ((v_a & Int64(15)) == Int64(0))))
+
+    def xpf_gates(
+        a: Any,
+        b: Any,
+        a_sb: Any,
+        a_st: Any,
+        b_sb: Any,
+        b_st: Any,
+        zf: Any,
+        live: Any,
+        hv: Any,
+        lane: Any,
+        T: int,
+    ) -> None:
+        """Cross-row L2 prefetch of row zf's a/b gates of head hv: one line per lane (< 2T)."""
+        zf64, tg = Int64(zf), Int64(lane % T)
+        a_a = (a + (zf64 * a_sb + tg * a_st + Int64(hv))).toint()
+        b_a = (b + (zf64 * b_sb + tg * b_st + Int64(hv))).toint()
+        gate = cutlass.select_(lane < T, a_a, b_a)
+        l2_prefetch_line(gate, as_flag(live & (lane < 2 * T)))
+
+    def xpf_row(
+        pool: Any,
+        kc: Any,
+        uc: Any,
+        gc: Any,
+        pool_s0: Any,
+        kc_s0: Any,
+        uc_s0: Any,
+        gc_s0: Any,
+        slot_f: Any,
+        P_f: Any,
+        base_f: Any,
+        live: Any,
+        lead_v: Any,
+        lead_k: Any,
+        ih: Any,
+        hv: Any,
+        v0: Any,
+        lane: Any,
+        BV: int,
+    ) -> None:
+        """Cross-row L2 prefetch, cursor-dependent part (lane 0 of one warp, warp-uniform
+        addresses): row zf's state rows v0..v0+BV of head hv (4 KB per bulk prefetch), its live
+        u-window rows (lead_v: the value head's first CTA) and k-window rows (lead_k: the key
+        head's first CTA), each the ring slots base..base+P-1, at most two contiguous runs of
+        256-byte rows, and the lines of its g row's first and last word (lead_v)."""
+        s64 = Int64(cutlass.max(slot_f, Int32(0)))
+        one = live & (lane == 0)
+        n_live = cutlass.min(cutlass.max(P_f, Int32(0)), Int32(W_RING))
+        b0 = base_f & Int32(RING_MASK)
+        n1 = cutlass.min(n_live, Int32(RING_SLOTS) - b0)
+        st_head = pool + (s64 * pool_s0 + Int64((hv * V_DIM_C + v0) * K_DIM))
+        for c in range(BV // 16):  # 4 KB (16 rows) per prefetch, the size t1l2 asks for
+            l2_prefetch_bulk(
+                (st_head + Int64(c * 16 * K_DIM)).toint(), Int32(16 * K_DIM * 2), as_flag(one)
+            )
+        for ring, ring_s0, head, mine in ((uc, uc_s0, hv, lead_v), (kc, kc_s0, ih, lead_k)):
+            for r0, nrows in ((b0, n1), (Int32(0), n_live - n1)):
+                run = (ring + (s64 * ring_s0 + Int64((head * RING_SLOTS + r0) * K_DIM))).toint()
+                l2_prefetch_bulk(
+                    run, nrows * Int32(K_DIM * 2), as_flag(one & mine & (nrows > Int32(0)))
+                )
+        g_row = gc + (s64 * gc_s0 + Int64(hv * RING_SLOTS))
+        for word in (0, RING_SLOTS - 1):
+            l2_prefetch_line((g_row + Int64(word)).toint(), as_flag(one & lead_v))
+
+    def fold_bfrag(kcs: Any, KPW: int, lane: Any, t16: int, half: int, dt: torch.dtype) -> Any:
+        """The fold's B fragment word (t16, half) of this lane from the k window itself (what the
+        kb copy holds): {KC[j0][p], KC[j0 + 1][p]} with j0 = 2 c + 8 half and p the column of
+        n-tile t16 for lane (g, c), in the state tile's K-permutation."""
+        kj = 2 * (lane % 4) + 8 * half
+        kg = lane // 4
+        kpc = (kg // 2) * 8 + 32 * (t16 // 4) + 2 * (t16 % 4) + (kg % 2)
+        return pack2(Float32(kcs[kj * 2 * KPW + kpc]), Float32(kcs[(kj + 1) * 2 * KPW + kpc]), dt)
+
+    def bulk_slot(stage: Any, warp: Any, g4: Any, c4: Any, rr: int, i: int) -> Any:
+        """Chunk (rr, i) of thread (g4, c4) in its warp's bulk-staged tile (Int32 words): row
+        g4 + 8 rr (bulk_row), columns c4*8 + 32 i + 0..7."""
+        return stage + (bulk_row(warp, g4 + 8 * rr) + i * 16 + c4 * 4)
+
+    def read_bulk_tile(
+        stage: Any,
+        warp: Any,
+        g4: Any,
+        c4: Any,
+        skip: bool,
+        again: bool = False,
+    ) -> list:
+        """The A fragments of this warp's bulk-staged tile (layout of load_state_tile)."""
+        return [
+            [
+                (Int32(0),) * 4 if skip else lds_v4(bulk_slot(stage, warp, g4, c4, rr, i), again)
+                for i in range(4)
+            ]
+            for rr in range(2)
+        ]
+
+    def stage_next_tile(
+        st_head: Any, stage: Any, mbar_w: Any, v0: Any, warp: Any, ti: int, ntile: int, lane: Any
+    ) -> None:
+        """Copy the warp's tile ti into the reused stage once every lane has read the previous
+        one: generic-proxy reads, a warp barrier, a proxy fence, then the async-proxy writes."""
+        cute.arch.sync_warp()
+        cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
+        bulk_stage_tile(st_head, stage, mbar_w, v0, warp, ti, ntile, lane)
 
     def prefetch_state_tiles(
         pool: Any,
@@ -531,7 +821,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     dst.toint(),
                     src.toint(),
                     nbytes,
-                    cutlass.select_(guard, Int32(1), Int32(0)),
+                    as_flag(guard),
                 ],
             )
 
@@ -539,7 +829,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         cute.arch.inline_ptx(
             "{ .reg .pred p; setp.ne.s32 p, {$r2}, 0;"
             " @p cp.async.ca.shared.global [{$r0}], [{$r1}], 4; }",
-            read_only_args=[dst.toint(), src.toint(), cutlass.select_(guard, Int32(1), Int32(0))],
+            read_only_args=[dst.toint(), src.toint(), as_flag(guard)],
         )
 
     def issue_windows(
@@ -659,7 +949,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         dt: torch.dtype,
     ) -> list:
         """a[bi, 0..T-1, hv] and b[bi, tid, hv] for threads tid < T of live rows (else zeros)."""
-        flag = cutlass.select_((slot >= Int32(0)) & (tid < T), Int32(1), Int32(0))
+        flag = as_flag((slot >= Int32(0)) & (tid < T))
         tb = cutlass.min(tid, Int32(T - 1))
         bi64 = Int64(bi)
         vals = [
@@ -669,12 +959,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         return vals
 
     def smem_bfrag(xb: Any, lane: Any, xsplit: bool) -> Any:
-        """B-fragment reader of the smem-staged [k^; q^] (bsmem layout, state dtype)."""
+        """B-fragment reader of the smem-staged [k^; q^] (bsmem layout, state dtype; the lo
+        parts only with the hi/lo split)."""
+        nparts = 2 if xsplit else 1
 
         def word(nt: int, w: int, part: int) -> Any:
             if part == 1 and not xsplit:
                 return None
-            return xb[((nt * 2 + part) * 16 + w) * 32 + lane]
+            return xb[((nt * nparts + part) * 16 + w) * 32 + lane]
 
         return word
 
@@ -747,6 +1039,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             prefetch: int = 0,
             skip: tuple = (),
             vec_qk: bool = False,
+            carveout: int = -1,
+            t1early: bool = False,
+            t1l2: bool = False,
+            wvearly: bool = False,
+            xpf: int = 0,
+            actfirst: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -778,8 +1076,36 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # live through the prologue; their latency overlaps the first tile's MMAs)
             # late=3: one deferred tile, loaded only after the previous tile's projection and fold
             # (fewest live registers; its load latency is then exposed)
+            # late=10 / 13 (bulk): every warp's state tiles go through ONE reused shared-memory
+            # stage tile (16 KB at BV=128): tile 0 at entry, each later tile into the same slots
+            # once every lane of the warp has read the previous one, so no state register lives
+            # across the prologue. Each warp-tile is 4 KB contiguous in the pool and goes by TWO
+            # bulk async copies of 2 KB (tile rows 0-7 and 8-15) on the warp's mbarrier: the copy
+            # engine moves the bytes (per-thread cp.async of the state cost more than the
+            # residency it bought: results/kernel/v9s1-k9; one copy per row ran as a 16-pass ELECT
+            # loop: results/kernel/k10). The two halves keep a conflict-free placement (bulk_row:
+            # rows 8-15 2 KB + 64 bytes after rows 0-7) by permuting which tile row each MMA row
+            # holds: MMA row m <- tile row (m % 2) * 8 + m // 2; phase 4 writes its projections,
+            # fold inputs and folded rows under the same permutation. BV=64/128 (every warp owns
+            # its tiles). The measured experiments late4-9, 11, 12 live in git history before
+            # this cleanup (kernels/NOTES.md).
+            self.bulk = late in BULK_LATES
+            # late=13: late10 without the fp32 [k; q] tile (xs) and without the fold-fragment copy
+            # (kb): phase 1 writes the projection's x fragments itself, the Gram reads them as its
+            # A operand, the fold builds its k-window fragments from the window: one CTA barrier
+            # fewer (the kb build's). At BV=64 it needs 31.5 KB: 7 CTAs/SM with the hi/lo split.
+            # The x fragments need 16-byte q/k rows, the fragments in smem and ring dtype ==
+            # state dtype (else it is late10 with the fold's fragments from the window).
+            self.xdirect = late == 13 and vec_qk and bsmem and ring_dtype == st_dtype
+            self.fold_from_window = late == 13
+            # the v slice kept as its raw 16-bit elements (exact; converted where the epilogue
+            # reads them): -1056 bytes at T=4, which late10 needs for 5 CTAs/SM (45.6 KB +
+            # 1 KiB reserved per CTA did not fit 227 KiB five times: ncu, results/kernel/k13)
+            self.vs16 = self.bulk
             self.late_seq = late == 3
-            self.late = min(1 if late == 3 else late, self.TILES_PER_WARP)
+            # state tiles per warp loaded late (registers) or staged (bulk: all of them)
+            late_tiles = min(1 if late == 3 else late, self.TILES_PER_WARP)
+            self.late = self.TILES_PER_WARP if self.bulk else late_tiles
             self.mbp = mbp
             # persistent CTAs: grid z = nprog < B programs, each walking rows z0, z0 + nprog, ...
             # and prefetching the next row's cursors and state tiles during the current row
@@ -801,6 +1127,38 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.skip = frozenset(
                 skip
             )  # timing knock-outs (results are wrong): never in production
+            # `padN` knock-out: N more bytes of shared memory per CTA (nothing uses them), to set
+            # the CTAs per SM that shared memory allows in residency curves (with `alias`)
+            self.pad_bytes = sum(
+                int(x[3:]) for x in skip if x.startswith("pad") and x[3:].isdigit()
+            )
+            # preferred shared-memory carve-out in percent (-1: the driver's choice). Without
+            # launch bounds the driver may pick a carve-out that holds fewer CTAs than fit in
+            # 228 KiB (the removed late7, 45.6 KB: 196 KiB, 4 CTAs/SM; ncu, results/kernel/v9s2-k9)
+            self.carveout = carveout
+            # bulk modes: the warp's next tile is copied into the stage as soon as the current one
+            # is in registers for the last time: right after the projection's read on a
+            # verify-only row, right after the fold's re-read on a flush row (instead of at the
+            # next tile's turn). The second dependent DRAM trip then overlaps the projection.
+            self.t1early = t1early and late in BULK_LATES
+            # bulk modes: the warp's later tiles are prefetched into L2 at entry (one bulk
+            # prefetch each), so their copies into the reused stage hit L2: the second
+            # dependent trip gets shorter, not earlier (t1early makes it earlier)
+            self.t1l2 = t1l2 and late in BULK_LATES
+            # one row per CTA: G* and the window weights from g-row words loaded at entry
+            # (global, not the smem copy), written before phase 1's barrier, so late13 loses its
+            # phase-3 barrier (it only ordered the weights) and no-bsmem builds theirs
+            self.wvearly = wvearly and not persist
+            # one row per CTA: each CTA also asks L2 for what the CTAs of row z + xpf will read
+            # (state rows, live window rows, q/k/v rows, gates), so that rows started later find
+            # their bytes in L2 (a hint: results unchanged). CTAs are dispatched in row order;
+            # xpf rows ahead is a fraction of the rows resident at once (0 = off). Bulk modes
+            # only: the register modes serve batches below one wave (nothing to prefetch for),
+            # and there the prefetch code cost 11-22 registers (late3: 80 -> 91-102)
+            self.xpf = xpf if late in BULK_LATES and not persist else 0
+            # one row per CTA: the q/k/v and gate loads leave with the cursor loads, before the
+            # window and state copies that wait for the cursors (a block boundary; see there)
+            self.actfirst = actfirst and not persist
 
         @cute.jit
         def __call__(
@@ -885,6 +1243,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 block=(THREADS, 1, 1),
                 stream=stream,
                 min_blocks_per_mp=self.mbp,
+                preferred_smem_carveout=self.carveout if self.carveout >= 0 else None,
             )
 
         @cute.kernel
@@ -957,13 +1316,35 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             skip_state = "state" in self.skip
 
             smem = SmemAllocator()
+            NBUF = 2 if self.pf else 1  # window buffers (the prefetching CTA fills the other one)
+            # timing knock-out `alias` (results are wrong): the seven large buffers below share
+            # one region, so shared memory stops limiting the CTAs per SM; it measures what a
+            # kernel whose registers and shared memory both allow 7 CTAs/SM would gain
+            # hi (and lo, with the split) 16-bit fragments of [k^; q^]: 4 KB at T=4, 2 KB without
+            # the split (GDN_UCACHE_XSPLIT=0)
+            XPARTS = 2 if self.xsplit else 1
+            n_xb = (NXP // 8) * XPARTS * 16 * 32 if self.bsmem else 4
+            big_bytes = max(
+                XR * K_DIM * 4, NBUF * 16 * 2 * KPW * 2, NBUF * 16 * UWS * 2, BV * DSP * 4,
+                n_xb * 4, 16 * 2 * 32 * 4, T * VSS * 4,
+            )  # fmt: skip
+            alias_region = (
+                smem.allocate_array(Int32, big_bytes // 4 + 4, byte_alignment=16)
+                if "alias" in self.skip
+                else None
+            )
+
+            def big(dt: Any, n: int) -> Any:
+                if cutlass.const_expr(alias_region is None):
+                    return smem.allocate_array(dt, n, byte_alignment=16)
+                return cute.recast_ptr(alias_region, dtype=dt)
+
             # Shared memory is kept small (~29 KB at BV=128, T=4) so that it never limits the CTAs
             # per SM below what the registers allow: the windows stay in their 16-bit ring dtype.
-            xs_ptr = smem.allocate_array(Float32, XR * K_DIM, byte_alignment=16)
+            xs_ptr = big(Float32, 4 if self.xdirect else XR * K_DIM)
             xs = cute.make_tensor(xs_ptr, cute.make_layout(XR * K_DIM))
-            NBUF = 2 if self.pf else 1  # window buffers (the prefetching CTA fills the other one)
-            kc16 = smem.allocate_array(self.ring_c, NBUF * 16 * 2 * KPW, byte_alignment=16)
-            uw16 = smem.allocate_array(self.ring_c, NBUF * 16 * UWS, byte_alignment=16)
+            kc16 = big(self.ring_c, NBUF * 16 * 2 * KPW)
+            uw16 = big(self.ring_c, NBUF * 16 * UWS)
             graw = smem.allocate_array(Float32, NBUF * RING_SLOTS, byte_alignment=16)
             NBUFA = 2 if self.pf_act else 0  # raw activation buffers (q/k rows, v slice)
             qk16 = smem.allocate_array(self.io_c, max(NBUFA * 2 * T * K_DIM, 8), byte_alignment=16)
@@ -991,33 +1372,47 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
             # projections S0 x_n per row, read back in the epilogue's MMA layout (holding them in
             # registers across the fold costs ~36 registers: measured with ptxas)
-            ds = cute.make_tensor(
-                smem.allocate_array(Float32, BV * DSP, byte_alignment=16),
-                cute.make_layout(BV * DSP),
-            )
+            ds = cute.make_tensor(big(Float32, BV * DSP), cute.make_layout(BV * DSP))
             # M = (I + A)^-1 diag(beta): the token coupling of the solve as one T x T matrix
             mmat = cute.make_tensor(
                 smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
             )
-            xb = cute.make_tensor(
-                smem.allocate_array(
-                    Int32, (NXP // 8) * 2 * 16 * 32 if self.bsmem else 4, byte_alignment=16
-                ),
-                cute.make_layout((NXP // 8) * 2 * 16 * 32 if self.bsmem else 4),
-            )
-            kb = cute.make_tensor(
-                smem.allocate_array(Int32, 16 * 2 * 32, byte_alignment=16),
-                cute.make_layout(16 * 2 * 32),
-            )
+            xb = cute.make_tensor(big(Int32, n_xb), cute.make_layout(n_xb))
+            n_kb = 4 if self.fold_from_window else 16 * 2 * 32
+            kb = cute.make_tensor(big(Int32, n_kb), cute.make_layout(n_kb))
             vs = cute.make_tensor(
-                smem.allocate_array(Float32, T * VSS, byte_alignment=16), cute.make_layout(T * VSS)
+                big(Int16, T * VSS) if self.vs16 else big(Float32, T * VSS),
+                cute.make_layout(T * VSS),
             )
+            # bulk: the reused stage tile, one per warp (bulk_row's layout: 16 rows x 256 bytes
+            # plus the odd rows' 64-byte shift)
+            stage = smem.allocate_array(
+                Int32,
+                4 * BULK_WARP_WORDS if self.bulk else 4,
+                byte_alignment=128 if self.bulk else 16,
+            )
+            # one mbarrier per warp (its tile's bulk copies complete on it)
+            mbar_w = smem.allocate_array(Int64, 4, byte_alignment=8) + warp if self.bulk else None
+            if cutlass.const_expr(self.pad_bytes > 0):
+                smem.allocate_array(Int32, self.pad_bytes // 4, byte_alignment=16)
 
             # The three cursors are [B] tensors (real for pad rows too): load them together.
             if cutlass.const_expr(self.early):
                 slot = ldg_b32(idx + z0)
                 P = ldg_b32(hist + z0)
                 base = ldg_b32(cbase + z0)
+                if cutlass.const_expr(self.xpf > 0):
+                    # the cursors of row z0 + xpf (the same trip as ours; clamped in bounds)
+                    zf = z0 + Int32(self.xpf)
+                    has_f = zf < batch
+                    zfc = cutlass.min(zf, batch - Int32(1))
+                    # pinned (volatile): otherwise ptxas sinks them into the branch that uses them
+                    # (register modes, without actfirst), where warp 3 would then wait a trip
+                    slot_f = ldg_b32(idx + zfc, True)
+                    P_f = ldg_b32(hist + zfc, True)
+                    base_f = ldg_b32(cbase + zfc, True)
+                if cutlass.const_expr(self.actfirst):
+                    block_boundary(batch)  # the cursor loads first: they start trip 1 (>= 1)
             else:
                 slot = cute.arch.load(idx + z0, Int32)
                 P = cute.arch.load(hist + z0, Int32)
@@ -1063,6 +1458,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 b_pre = ldg_b16(b + (Int64(z0) * b_sb + Int64(tl0) * b_st + Int64(hv)), True)
                 alog_pre = ldg_b32(cute.recast_ptr(a_log + Int64(hv), dtype=Int32), True)
                 dtb_pre = ldg_b32(cute.recast_ptr(dt_bias + Int64(hv), dtype=Int32), True)
+                if cutlass.const_expr(self.actfirst):
+                    # End ptxas's entry block here (a branch it cannot remove; never taken): it
+                    # then issues every load above before the first instruction below. Without
+                    # it, it issues the cursor loads, then the window copies, which wait for the
+                    # cursors, and only then the q/k/v and gate loads (SASS of v5b and late13):
+                    # their DRAM trip starts one trip late and the prologue waits for it
+                    # (v5b: 9 % of the stall samples at their first use, sass-s10).
+                    block_boundary(nprog)  # programs along the batch: >= 1
             if cutlass.const_expr(not self.persist and not self.early):
                 # Pad rows retire the whole CTA before touching anything row-keyed (vLLM may pass
                 # phantom as_strided rows for them).
@@ -1105,6 +1508,53 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
                     kc16, uw16, graw, BV, KPW,
                 )  # fmt: skip
+            g_pre = []
+            if cutlass.const_expr(self.wvearly):
+                # the g-row words this thread needs, straight from global memory: g_j (threads
+                # < 16) and G* (all), so the window weights exist before phase 1's barrier
+                g_row0 = gc + (Int64(slot_ld) * gc_s0 + Int64(hv * RING_SLOTS))
+                for g_idx in (base + cutlass.min(tid, Int32(15)), base + P - Int32(1)):
+                    g_pre.append(
+                        ldg_b32(
+                            cute.recast_ptr(g_row0 + Int64(g_idx & RING_MASK), dtype=Int32), True
+                        )
+                    )
+            if cutlass.const_expr(self.bulk):
+                if lane == 0:
+                    cute.arch.mbarrier_init(mbar_w, 1)
+                    cute.arch.mbarrier_init_fence()
+                cute.arch.sync_warp()
+                if cutlass.const_expr(not skip_state):
+                    # tile 0 at entry (n_early = 0: every tile is staged)
+                    bulk_stage_tile(st_head0, stage, mbar_w, v0, warp, 0, self.NTILE, lane)
+                    if cutlass.const_expr(self.t1l2):
+                        for ti in cutlass.range_constexpr(1, self.TILES_PER_WARP):
+                            if cutlass.const_expr(self.NTILE >= 4 * (ti + 1)):
+                                l2_prefetch_tile(st_head0, v0, warp, ti, self.NTILE, lane)
+            if cutlass.const_expr(self.xpf > 0):
+                # row z0 + xpf's bytes into L2 by warp 3, after our own copies were issued
+                # (they are on our critical path, these are not). Here, not at entry: a branch
+                # there ends ptxas's entry block before our cursors' first use, and it then
+                # issued our cursor loads after the activation loads (SASS): one trip later.
+                # Row z0 + xpf's cursors are pinned loads: they leave with the loads above.
+                # Shared bytes are asked for once: u window and gates by a value head's first
+                # CTA, k window and q/k rows by a key head's first CTA (as the ring appends).
+                if warp == 3:
+                    live_f = has_f & (slot_f >= Int32(0))
+                    lead_v = vblk == Int32(0)
+                    lead_k = lead_v & ((hv % HPG) == Int32(0))
+                    xpf_row(
+                        pool, kc, uc, gc, pool_s0, kc_s0, uc_s0, gc_s0, slot_f, P_f, base_f,
+                        live_f, lead_v, lead_k, ih, hv, v0, lane, BV,
+                    )  # fmt: skip
+                    # a run-time loop over the tokens: unrolled, ptxas hoisted all 3 T
+                    # addresses (late13 with t1early: 72 -> 100 registers)
+                    for t_f in cutlass.range(T, unroll=1):
+                        xpf_token(
+                            q, k, v, q_sb, q_st, k_sb, k_st, v_sb, v_st, zfc, t_f,
+                            live_f & (lane == 0), lead_k, ih, hv, v0, BV,
+                        )  # fmt: skip
+                    xpf_gates(a, b, a_sb, a_st, b_sb, b_st, zfc, live_f & lead_v, hv, lane, T)
             kpk_pre = []
             if cutlass.const_expr(self.early):
                 # The cursor-independent part of phase 1, while the state and windows are in
@@ -1123,15 +1573,19 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 scale,
                                 self.io,
                                 self.ring,
+                                xb if self.xdirect else None,
+                                XPARTS,
+                                self.st,
                             )  # fmt: skip
                         )
                 for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
                     ev0 = tid + THREADS * i
+                    v_el = Int16(v_pre[i]) if self.vs16 else cvt_b16(v_pre[i], self.io)
                     if cutlass.const_expr(T * BV >= THREADS * (i + 1)):
-                        vs[(ev0 // BV) * VSS + ev0 % BV] = cvt_b16(v_pre[i], self.io)
+                        vs[(ev0 // BV) * VSS + ev0 % BV] = v_el
                     else:
                         if ev0 < T * BV:
-                            vs[(ev0 // BV) * VSS + ev0 % BV] = cvt_b16(v_pre[i], self.io)
+                            vs[(ev0 // BV) * VSS + ev0 % BV] = v_el
                 if warp == 0:
                     gsum0, beta0 = gates_scan(
                         cvt_b16(a_pre, self.io), cvt_b16(b_pre, self.io), as_f32(alog_pre),
@@ -1356,28 +1810,42 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 )
 
                     if cutlass.const_expr(self.early):
-                        cute.arch.cp_async_wait_group(0)  # the windows and the g row (entry)
-                    cute.arch.sync_threads()
-                    if cutlass.const_expr(self.early):
-                        # G* (0 for an empty window), the window weights w_j = e^{G* - g_j} (read
-                        # after the next barrier) and the g ring append, from the smem g row
+                        # the windows and the g row (entry)
+                        cute.arch.cp_async_wait_group(0)
+                    if cutlass.const_expr(self.wvearly):
+                        # G* and the window weights from the g words loaded at entry, before this
+                        # barrier: it orders wv for the scores and the fold (no barrier of its own)
                         if P > Int32(0):
-                            g_star = gws_i[(base + P - 1) & RING_MASK]
+                            g_star = as_f32(g_pre[1])
                         eg_star = cute.math.exp(g_star, fastmath=True)
                         if tid < 16:
                             wj = Float32(0.0)
                             if tid < P:
-                                wj = cute.math.exp(
-                                    g_star - gws_i[(base + tid) & RING_MASK], fastmath=True
-                                )
+                                wj = cute.math.exp(g_star - as_f32(g_pre[0]), fastmath=True)
                             wv[tid] = wj
+                    cute.arch.sync_threads()
+                    if cutlass.const_expr(self.early):
+                        if cutlass.const_expr(not self.wvearly):
+                            # G* (0 for an empty window), the window weights w_j = e^{G* - g_j}
+                            # (read after the next barrier) and the g ring append, from the smem
+                            # g row
+                            if P > Int32(0):
+                                g_star = gws_i[(base + P - 1) & RING_MASK]
+                            eg_star = cute.math.exp(g_star, fastmath=True)
+                            if tid < 16:
+                                wj = Float32(0.0)
+                                if tid < P:
+                                    wj = cute.math.exp(
+                                        g_star - gws_i[(base + tid) & RING_MASK], fastmath=True
+                                    )
+                                wv[tid] = wj
                         if vblk == 0:
                             if tid < T:
                                 gt = gam[tid]
                                 if not is_flush:
                                     gt = gt + g_star
                                 cute.arch.store(g_row + Int64((base + P + tid) & RING_MASK), gt)
-                        if cutlass.const_expr(not self.bsmem):
+                        if cutlass.const_expr(not self.bsmem and not self.wvearly):
                             cute.arch.sync_threads()  # wv before the scores (bsmem has a barrier)
 
                     # ---- phase 2: L2 norms; ring appends of k (one CTA per key head) and g ------
@@ -1404,7 +1872,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     # Thread (g4, c4) holds x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4 (the
                     # K-permutation of its state fragments), packed in the state dtype (and the
                     # ring dtype if different).
-                    if is_flush and cutlass.const_expr("fold" not in self.skip):
+                    if is_flush and cutlass.const_expr(
+                        "fold" not in self.skip and not self.fold_from_window
+                    ):
                         # Fold B fragments KC[j, col] packed once per CTA in fragment order (lane-
                         # minor, conflict-free reads): word (t16, half, lane) = {KC[j0][p], KC[j0 +
                         # 1][p]} with j0 = 2 c + 8 half and p the column of n-tile t16 for lane (g,
@@ -1424,23 +1894,34 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             )
                         cute.arch.sync_threads()
 
-                    if cutlass.const_expr(self.bsmem):
+                    if cutlass.const_expr(self.xdirect):
+                        # phase 1 wrote the fragments (its barrier orders them); this barrier,
+                        # the build's in the other modes, orders the window weights (wv, threads
+                        # < 16 after phase 1's barrier) before the scores and the fold read them
+                        # (wvearly: written before phase 1's barrier, which orders them)
+                        if cutlass.const_expr(not self.wvearly):
+                            cute.arch.sync_threads()
+                        bx = None
+                    elif cutlass.const_expr(self.bsmem):
                         # Fragments staged once per CTA in smem (word-major, lane-minor: conflict-
                         # free), instead of 16-32 registers per thread for the whole projection.
-                        for bit in cutlass.range_constexpr((NXP // 8) * 2 * 16 * 32 // THREADS):
+                        for bit in cutlass.range_constexpr(n_xb // THREADS):
                             eidx = tid + THREADS * bit
                             ln = eidx % 32
                             wd_ = (eidx // 32) % 16
-                            hl_ = (eidx // 512) % 2
-                            ntb = eidx // 1024
+                            hl_ = (eidx // 512) % XPARTS
+                            ntb = eidx // (512 * XPARTS)
                             colb = (ln % 4) * 8 + 32 * (wd_ // 4) + 2 * (wd_ % 4)
                             nb = ntb * 8 + ln // 4
                             xa0 = xs[nb * K_DIM + colb]
                             xa1 = xs[nb * K_DIM + colb + 1]
                             hib = pack2(xa0, xa1, self.st)
                             ra0, ra1 = unpack2(hib, self.st)
-                            lob = pack2(xa0 - ra0, xa1 - ra1, self.st)
-                            xb[eidx] = cutlass.select_(hl_ == 0, hib, lob)
+                            if cutlass.const_expr(XPARTS == 2):
+                                lob = pack2(xa0 - ra0, xa1 - ra1, self.st)
+                                xb[eidx] = cutlass.select_(hl_ == 0, hib, lob)
+                            else:
+                                xb[eidx] = hib
                         cute.arch.sync_threads()
                         bx = None
                     else:
@@ -1473,8 +1954,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         else:
                             bx_st = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
                         gr_acc = small_mma(
-                            xs, K_DIM, self.st, bx_st, g4, c4, NXP, self.xsplit, a_rows=XR
-                        )
+                            xs, K_DIM, self.st, bx_st, g4, c4, NXP, self.xsplit, a_rows=XR,
+                            a_from_b=self.xdirect,
+                        )  # fmt: skip
                         for e in cutlass.range_constexpr(4):
                             n = 2 * c4 + (e % 2)
                             xr = g4 + 8 * (e // 2)
@@ -1505,7 +1987,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 mmat[s_ * T + lane] = m_s
 
                     # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ---------
-                    if cutlass.const_expr(not self.late_seq):
+                    if cutlass.const_expr(not self.late_seq and not self.bulk):
                         for ti in cutlass.range_constexpr(n_early, self.TILES_PER_WARP):
                             sa_tiles.append(
                                 load_state_tile(
@@ -1530,12 +2012,57 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         if tile < self.NTILE:
                             lr0 = tile * 16 + g4
                             rows = (lr0, lr0 + 8)
-                            if cutlass.const_expr(self.late_seq and ti >= n_early):
+                            if cutlass.const_expr(self.bulk):
+                                # MMA row m holds tile row (m % 2) * 8 + m // 2 (halves copies)
+                                rows = (
+                                    tile * 16 + (g4 % 2) * 8 + g4 // 2,
+                                    tile * 16 + (g4 % 2) * 8 + g4 // 2 + 4,
+                                )
+                                # t1early: a warp owning tile ti + 1 copies it as soon as tile ti
+                                # is in registers for the last time: right after this read on a
+                                # verify-only row (or with the fold knocked out), after the fold's
+                                # re-read on a flush row (below); else at the next tile's turn
+                                early_next = (
+                                    self.t1early and not skip_state and self.NTILE >= 4 * (ti + 2)
+                                )
+                                if cutlass.const_expr(
+                                    ti > 0 and not skip_state and not self.t1early
+                                ):
+                                    # every lane of the warp has read tile ti - 1 (the MMAs
+                                    # consumed it)
+                                    stage_next_tile(
+                                        st_head, stage, mbar_w, v0, warp, ti, self.NTILE, lane
+                                    )
+                                if cutlass.const_expr(not skip_state):
+                                    cute.arch.mbarrier_wait(mbar_w, ti % 2)
+                                sa = read_bulk_tile(stage, warp, g4, c4, skip_state)
+                                if cutlass.const_expr(early_next and "fold" in self.skip):
+                                    stage_next_tile(
+                                        st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE, lane
+                                    )
+                                elif cutlass.const_expr(early_next):
+                                    if not is_flush:
+                                        stage_next_tile(
+                                            st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE,
+                                            lane,
+                                        )  # fmt: skip
+                            elif cutlass.const_expr(self.late_seq and ti >= n_early):
                                 sa = load_state_tile(
                                     st_head, v0, warp, ti, self.NTILE, g4, c4, skip_state
                                 )
                             else:
                                 sa = sa_tiles[ti]
+                            if cutlass.const_expr("sink" in self.skip):
+                                # knock-out: the state tile's words all reach one predicated
+                                # store, so its loads stay with the math skipped (stream time)
+                                words = [w for chunks in sa for chunk in chunks for w in chunk]
+                                acc = words[0]
+                                for w in words[1:]:
+                                    acc = acc ^ w
+                                sink_if_magic(
+                                    state_chunk(st_head, v0, warp, ti, self.NTILE, g4, c4, 0, 0),
+                                    acc,
+                                )
                             for nt in cutlass.range_constexpr(NXP // 8):
                                 # four independent accumulator chains (k-step parity x hi/lo): the
                                 # MMA latency chain is 4 deep instead of 16
@@ -1550,11 +2077,18 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     ]
                                     w0, w1 = 4 * i + 2 * h, 4 * i + 2 * h + 1
                                     if cutlass.const_expr(self.bsmem):
-                                        bh = [xb[((nt * 2) * 16 + w) * 32 + lane] for w in (w0, w1)]
-                                        bl = [
-                                            xb[((nt * 2 + 1) * 16 + w) * 32 + lane]
+                                        bh = [
+                                            xb[((nt * XPARTS) * 16 + w) * 32 + lane]
                                             for w in (w0, w1)
                                         ]
+                                        bl = (
+                                            [
+                                                xb[((nt * XPARTS + 1) * 16 + w) * 32 + lane]
+                                                for w in (w0, w1)
+                                            ]
+                                            if self.xsplit
+                                            else None
+                                        )
                                     else:
                                         bh = [bx[0][nt][w0], bx[0][nt][w1]]
                                         bl = [bx[1][nt][w0], bx[1][nt][w1]] if self.xsplit else None
@@ -1569,7 +2103,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 ]
                                 for e in cutlass.range_constexpr(4):
                                     n = nt * 8 + 2 * c4 + (e % 2)
-                                    lr = lr0 + 8 * (e // 2)
+                                    lr = rows[e // 2]
                                     if n < NX:
                                         ds[lr * DSP + n] = d[e]
 
@@ -1588,9 +2122,26 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         )
                                     )
                                 newc = [[[None] * 4 for _ in range(4)] for _ in range(2)]
+                                if cutlass.const_expr(self.bulk):
+                                    # re-read: shared, not L2
+                                    sa = read_bulk_tile(stage, warp, g4, c4, skip_state, True)
+                                    if cutlass.const_expr(early_next):  # (set at the read above)
+                                        stage_next_tile(
+                                            st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE,
+                                            lane,
+                                        )  # fmt: skip
                                 for t16 in cutlass.range_constexpr(16):
                                     fi, fw = t16 // 4, t16 % 4
-                                    bff = [kb[(t16 * 2) * 32 + lane], kb[(t16 * 2 + 1) * 32 + lane]]
+                                    if cutlass.const_expr(self.fold_from_window):
+                                        bff = [
+                                            fold_bfrag(kcs_i, KPW, lane, t16, hf, self.ring)
+                                            for hf in range(2)
+                                        ]
+                                    else:
+                                        bff = [
+                                            kb[(t16 * 2) * 32 + lane],
+                                            kb[(t16 * 2 + 1) * 32 + lane],
+                                        ]
                                     l0, h0 = unpack2(sa[0][fi][fw], self.st)
                                     l1, h1 = unpack2(sa[1][fi][fw], self.st)
                                     cin = [l0 * eg_star, h0 * eg_star, l1 * eg_star, h1 * eg_star]
@@ -1665,6 +2216,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             graw + (1 - buf) * RING_SLOTS, BV, KPW,
                         )  # fmt: skip
 
+                    if cutlass.const_expr(self.bulk):
+                        # no cp.async group is open here (the bulk copies complete on the
+                        # mbarriers): a no-op wait, kept from the cp.async-staged experiments so
+                        # that the code is the one measured (results/kernel/k14)
+                        cute.arch.cp_async_wait_group(0)
                     # ---- phase 5: history, residual, solve, outputs and u appends on mma.sync ----
                     # In the projection's accumulator layout (rows g4, g4 + 8 of a tile x columns
                     # n = nt*8 + 2 c4 + {0, 1}; columns n < T are k-side, T <= n < 2T q-side):
@@ -1765,6 +2321,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             for e in cutlass.range_constexpr(4):
                                 k_side, q_side, tok, egs, _, _ = cols[e % 2]
                                 vv = vs[tok * VSS + rows[e // 2]]
+                                if cutlass.const_expr(self.vs16):
+                                    vv = cvt_b16(Int32(vv), self.io)
                                 res.append(
                                     cutlass.select_(k_side, vv - egs * acc[0][e], Float32(0.0))
                                 )
@@ -1850,6 +2408,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     ab_cur = ab_nxt
             if cutlass.const_expr(self.pf or self.early):
                 cute.arch.cp_async_wait_group(0)  # no copy in flight when the CTA retires
+            if cutlass.const_expr(self.bulk and not skip_state):
+                if slot < Int32(0):
+                    # a pad row never waited for its entry copies (live rows waited for every
+                    # phase; waiting again on a completed parity-0 phase would block)
+                    cute.arch.mbarrier_wait(mbar_w, 0)
 
     return GdnDecodeUCacheFlushKernel
 
@@ -1887,6 +2450,30 @@ def _arch_string(device: torch.device | None) -> str:
     return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
 
 
+# Launch knob `late`: where each warp's state tiles go and when. The measured experiments
+# late4-9, 11 and 12 live in git history before this cleanup (kernels/NOTES.md).
+# launch modes that stage the state in shared memory by bulk async copies on per-warp mbarriers
+# (one row per CTA)
+BULK_LATES = (10, 13)
+LATE_MODES = {
+    0: "every tile into registers at entry",
+    1: "the last tile into registers at the projection",
+    2: "two tiles into registers at the projection",
+    3: "the last tile into registers after the first tile's projection and fold",
+    10: "each warp's state tiles by two 2 KB bulk async copies per 16-row tile into one reused "
+    "shared stage on a per-warp mbarrier, permuted MMA rows (BV=64/128)",
+    13: "late10 without the fp32 [k; q] tile (phase 1 writes the x fragments, the Gram reads "
+    "them) and with the fold's fragments from the k window: 7 CTAs/SM at BV=64 (BV=64/128)",
+}
+
+
+def _flag_knob(name: str, value: bool) -> bool:
+    """An on/off launch knob: the environment variable if set (read with int(), as launch_config
+    reads it, so one value means the same in both places), else `value`."""
+    raw = os.environ.get(name, "").strip()
+    return int(raw) != 0 if raw else bool(value)
+
+
 def compile_variant(
     T: int,
     H: int,
@@ -1903,14 +2490,52 @@ def compile_variant(
     late: int = 0,
     prefetch: int = 0,
     vec_qk: bool = True,
+    t1early: bool = False,
+    t1l2: bool = False,
+    wvearly: bool = False,
+    xpf: int = 0,
+    actfirst: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
     vec_qk: q/k rows are 16-byte aligned (16-byte loads; the host checks it per call).
+    t1early: bulk modes copy a warp's next state tile as soon as the current one was read for the
+    last time (verify-only rows: after the projection's read; flush rows: after the fold's
+    re-read); GDN_UCACHE_T1EARLY=0/1 overrides; ignored by the register modes.
+    t1l2: bulk modes prefetch a warp's later state tiles into L2 at entry (GDN_UCACHE_T1L2=0/1
+    overrides; ignored by the register modes).
+    wvearly: the window weights before phase 1's barrier, from g words loaded at entry (one CTA
+    barrier fewer in late13; GDN_UCACHE_WVEARLY=0/1 overrides; not with persistent CTAs).
+    xpf: rows ahead whose state, live window rows, q/k/v rows and gates each CTA prefetches into
+    L2 (0 = off; GDN_UCACHE_XPF overrides; bulk modes only, not with persistent CTAs).
+    actfirst: the q/k/v and gate loads are issued with the cursor loads, before the first
+    instruction that waits for the cursors (GDN_UCACHE_ACTFIRST=0/1 overrides; not with
+    persistent CTAs).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
     """
+    if os.environ.get("GDN_UCACHE_LATE"):
+        late = int(os.environ["GDN_UCACHE_LATE"])
+    if late not in LATE_MODES:
+        raise ValueError(
+            f"late={late} (GDN_UCACHE_LATE or the launch table): expected one of "
+            + ", ".join(f"{k} ({v})" for k, v in LATE_MODES.items())
+        )
+    # bulk-staged modes: every warp owns its tiles (BV >= 64). BV=64 (one tile per warp, both
+    # CTAs of a 128-row head in flight at once: no second dependent trip) since session 11.
+    bulk_bv = (64, 128)
+    if late in BULK_LATES and BV not in bulk_bv:
+        need = " or ".join(str(b) for b in bulk_bv)
+        raise ValueError(
+            f"late={late} (bulk-staged state) needs BV={need} (every warp owns its tiles), got "
+            f"BV={BV}: set GDN_UCACHE_BV={bulk_bv[-1]} or another GDN_UCACHE_LATE"
+        )
+    if late in BULK_LATES and persist:
+        raise ValueError(
+            f"late={late} (state staged in shared memory) runs one row per CTA: unset "
+            "GDN_UCACHE_LATE or set GDN_UCACHE_PERSIST=0"
+        )
     import cuda.bindings.driver as cuda_drv
     import cutlass
     import cutlass.cute as cute
@@ -1923,9 +2548,27 @@ def compile_variant(
         mbp = int(os.environ["GDN_UCACHE_MBP"])
     mbp = int(mbp or 0)  # launch bounds (min CTAs per SM); > 0 needs the GPU at compile time
     bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
-    if os.environ.get("GDN_UCACHE_LATE"):
-        late = int(os.environ["GDN_UCACHE_LATE"])
+    t1early = _flag_knob("GDN_UCACHE_T1EARLY", t1early) and late in BULK_LATES
+    t1l2 = _flag_knob("GDN_UCACHE_T1L2", t1l2) and late in BULK_LATES
+    wvearly = _flag_knob("GDN_UCACHE_WVEARLY", wvearly) and not persist
+    actfirst = _flag_knob("GDN_UCACHE_ACTFIRST", actfirst) and not persist
+    xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
+    xpf = int(xpf_raw) if xpf_raw else int(xpf)
+    if not 0 <= xpf < 1 << 16:
+        raise ValueError(f"GDN_UCACHE_XPF={xpf}: expected rows ahead in 0..65535 (0 = off)")
+    xpf = xpf if late in BULK_LATES and not persist else 0  # as the kernel class: one cache key
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
+    # Bulk-staged modes hold 37-46 KB of shared memory per CTA: they ask for the largest
+    # carve-out (the driver's own pick gave the removed late7 4 CTAs/SM where 5 fit:
+    # results/kernel/v9s2-k9).
+    # -1 = no preference (the driver's); GDN_UCACHE_CARVEOUT overrides.
+    carveout = int(
+        os.environ.get("GDN_UCACHE_CARVEOUT", "").strip() or (100 if late in BULK_LATES else -1)
+    )
+    if not -1 <= carveout <= 100:
+        raise ValueError(
+            f"GDN_UCACHE_CARVEOUT={carveout}: expected -1 (the driver's) or a percent 0..100"
+        )
     key = (
         "ucache-gdnu-v1",
         str(io_dtype),
@@ -1945,6 +2588,12 @@ def compile_variant(
         int(prefetch) if persist else 0,
         bool(vec_qk) and not (persist and int(prefetch) >= 2),
         skip,
+        carveout,
+        t1early,
+        t1l2,
+        wvearly,
+        xpf,
+        actfirst,
         arch,
     )
     fn = _CACHE.get(key)
@@ -1968,6 +2617,12 @@ def compile_variant(
         prefetch=int(prefetch),
         skip=skip,
         vec_qk=bool(vec_qk),
+        carveout=carveout,
+        t1early=t1early,
+        t1l2=t1l2,
+        wvearly=wvearly,
+        xpf=xpf,
+        actfirst=actfirst,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -2003,9 +2658,45 @@ def compile_variant(
         Int32(0),
         cuda_drv.CUstream(0),
     ]
-    fn = cute.compile(kern, *args)
+    with _preferred_carveout(carveout):
+        fn = cute.compile(kern, *args)
     _CACHE[key] = fn
     return fn
+
+
+@contextlib.contextmanager
+def _preferred_carveout(percent: int) -> Iterator[None]:
+    """Compile with CUDA function attribute PREFERRED_SHARED_MEMORY_CARVEOUT = percent (-1: none).
+
+    CuTe-DSL 4.8 applies LaunchConfig.preferred_smem_carveout only to kernels run through its
+    JitModule; the default executor our compiled call uses never sets it (no cuFuncSetAttribute
+    in its debug log: results/kernel/k12/carveout-probe.log), and the driver then gave late7/late10
+    a 196 KiB carve-out: 4 CTAs/SM of 45.6 KB instead of 5. What every launch does apply is the
+    kernel op's `cu_attrs` (CuTe-DSL puts max_dynamic_shared_size_bytes there), so the carve-out
+    is added to it while this kernel compiles.
+    """
+    if percent < 0:
+        yield
+        return
+    from cutlass._mlir import ir
+    from cutlass._mlir.dialects import cuda as cuda_dialect
+    from cutlass.cutlass_dsl.cutlass import CuTeDSL
+
+    original = CuTeDSL.__dict__["_generate_cuda_kernel_op"]
+    key = str(cuda_dialect.CUFunctionAttribute.preferred_shared_memory_carveout)
+
+    def with_carveout(*args: Any, **kwargs: Any) -> Any:
+        op = original.__func__(*args, **kwargs)
+        attrs = {na.name: na.attr for na in ir.DictAttr(op.attributes["cu_attrs"])}
+        attrs[key] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), percent)
+        op.attributes["cu_attrs"] = ir.DictAttr.get(attrs)
+        return op
+
+    CuTeDSL._generate_cuda_kernel_op = staticmethod(with_carveout)
+    try:
+        yield
+    finally:
+        CuTeDSL._generate_cuda_kernel_op = original
 
 
 SUPPORTED_T: tuple[int, ...] = tuple(range(T_MIN, T_MAX + 1))
@@ -2048,10 +2739,31 @@ def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
 # that passed conformance on the H200 in the serving and bf16 arms are listed. late3 alone
 # compiles to 80 registers; its launch bound of 5 lets ptxas use 96, spill-free (5 CTAs/SM)
 # (bench/ptxas_regs.py, results/kernel/ptxas). B=1 is latency-bound (7-9 us at any config).
+# Session 11 (results/kernel/k13): late10 with the 228 KiB carve-out and the 16-bit v slice runs
+# 5 CTAs/SM and is at or below v5b's mean ratio to flashinfer at every (HV, B >= 32) but HV=32
+# B=128 (equal within 0.2 %). Session 12 (results/kernel/k14, one process): late13 (no fp32 [k; q]
+# tile, 36.4 KB: 6 CTAs/SM) has the lowest mean ratio at B >= 128 (HV 48/64 by 1-2.5 %, HV=32
+# within 0.9 % of late10) and late10 at B=32 (HV 32/48 by 1.5-2 %, HV=64 equal); BV=64 forms
+# (two CTAs per head) lose everywhere at B >= 32 (1.00-1.23x late13 at BV=128).
 _TUNED_T4: dict[int, dict[int, str]] = {
-    32: {1: "bv32", 8: "bv128+late3+mbp5"},
-    48: {1: "bv128", 8: "bv128+late3+mbp5"},
-    64: {1: "bv128", 8: "bv128+late3+mbp5"},
+    32: {
+        1: "bv32+actfirst",
+        8: "bv128+late3+mbp5+actfirst",
+        32: "bv128+late10+mbp0",
+        128: "bv128+late13+mbp0+t1early+t1l2+wvearly",
+    },
+    48: {
+        1: "bv128+actfirst",
+        8: "bv128+late10+mbp0",
+        32: "bv128+late10+mbp0+t1early",
+        128: "bv128+late13+mbp0+t1early+t1l2",
+    },
+    64: {
+        1: "bv128+actfirst",
+        8: "bv128+late3+mbp5",
+        32: "bv128+late10+mbp0",
+        128: "bv128+late13+mbp0+t1early+t1l2+wvearly",
+    },
 }
 _KNOB_ENV = (
     "GDN_UCACHE_BV",
@@ -2071,7 +2783,10 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in ("pf", "pf1", "pf2"):
             out["prefetch"] = int(part[2:] or 1)
             continue
-        for key in ("bv", "mbp", "late", "persist"):
+        if part in ("t1early", "t1l2", "wvearly", "actfirst"):
+            out[part] = 1
+            continue
+        for key in ("bv", "mbp", "late", "persist", "xpf"):
             if part.startswith(key) and part[len(key) :].isdigit():
                 out[key] = int(part[len(key) :])
                 break
@@ -2114,7 +2829,24 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     mbp = knob("GDN_UCACHE_MBP", "mbp", mbp)
     late = knob("GDN_UCACHE_LATE", "late", 0)
     prefetch = knob("GDN_UCACHE_PREFETCH", "prefetch", 0)
-    return {"bv": bv, "mbp": mbp, "late": late, "nprog": nprog, "prefetch": prefetch}
+    # not table-switching knobs: GDN_UCACHE_T1EARLY=1 with the table = the table's modes with it
+    t1early = knob("GDN_UCACHE_T1EARLY", "t1early", 0)
+    t1l2 = knob("GDN_UCACHE_T1L2", "t1l2", 0)
+    wvearly = knob("GDN_UCACHE_WVEARLY", "wvearly", 0)
+    xpf = knob("GDN_UCACHE_XPF", "xpf", 0)
+    actfirst = knob("GDN_UCACHE_ACTFIRST", "actfirst", 0)
+    return {
+        "bv": bv,
+        "mbp": mbp,
+        "late": late,
+        "nprog": nprog,
+        "prefetch": prefetch,
+        "t1early": t1early,
+        "t1l2": t1l2,
+        "wvearly": wvearly,
+        "xpf": xpf,
+        "actfirst": actfirst,
+    }
 
 
 def _persistent_programs(
@@ -2487,6 +3219,11 @@ def _launch(
         persist=nprog < batch,
         late=cfg["late"],
         prefetch=prefetch,
+        t1early=bool(cfg["t1early"]),
+        t1l2=bool(cfg["t1l2"]),
+        wvearly=bool(cfg["wvearly"]),
+        xpf=int(cfg["xpf"]),
+        actfirst=bool(cfg["actfirst"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )

@@ -80,12 +80,15 @@ Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
 Instructions: mma.sync, ldmatrix, ld/st.global (16-byte vectors), cp.async, cp.async.bulk with
 mbarrier (sm_90+), shfl, exit; no wgmma/tcgen05 and no TMA tensor maps, so the same code compiles
 for sm_90a and sm_100a. Tested on: SM90 (H200: conformance and timing against flashinfer,
-2026-12-04, results/kernel/v10-k6). SM100 (B200) is compile-checked only (CI builds sm_100a).
+2026-12-05, results/kernel/v10-k6). SM100 (B200) is compile-checked only (CI builds sm_100a).
 
 Versions (kernels/NOTES.md has every measurement): v5b (registers only; shipped in sessions 6-11)
 is this file's late 0-3; v10 (session 12) adds the bulk-copy modes: late10 at B=32..127 and
-late13 at B >= 128 (results/kernel/k14). The other late modes (4-9, 11, 12) were measured
-experiments; they live in git history before the cleanup that removed them (kernels/NOTES.md).
+late13 at B >= 128 (results/kernel/k14), and its table (session 16, results/kernel/v10-k6) turns
+on the load-order knobs where they won: actfirst at B = 1..7 (and HV=32 B = 8..31), t1early + t1l2
+at B >= 128 (+ wvearly at HV 32/64), t1early at HV=48 B = 32..127. The other late modes (4-9,
+11, 12) were measured experiments; they live in git history before the cleanup that removed them
+(kernels/NOTES.md).
 """
 
 import contextlib
@@ -2743,9 +2746,24 @@ def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
 # within 0.9 % of late10) and late10 at B=32 (HV 32/48 by 1.5-2 %, HV=64 equal); BV=64 forms
 # (two CTAs per head) lose everywhere at B >= 32 (1.00-1.23x late13 at BV=128).
 _TUNED_T4: dict[int, dict[int, str]] = {
-    32: {1: "bv32", 8: "bv128+late3+mbp5", 32: "bv128+late10+mbp0", 128: "bv128+late13+mbp0"},
-    48: {1: "bv128", 8: "bv128+late3+mbp5", 32: "bv128+late10+mbp0", 128: "bv128+late13+mbp0"},
-    64: {1: "bv128", 8: "bv128+late3+mbp5", 32: "bv128+late10+mbp0", 128: "bv128+late13+mbp0"},
+    32: {
+        1: "bv32+actfirst",
+        8: "bv128+late3+mbp5+actfirst",
+        32: "bv128+late10+mbp0",
+        128: "bv128+late13+mbp0+t1early+t1l2+wvearly",
+    },
+    48: {
+        1: "bv128+actfirst",
+        8: "bv128+late10+mbp0",
+        32: "bv128+late10+mbp0+t1early",
+        128: "bv128+late13+mbp0+t1early+t1l2",
+    },
+    64: {
+        1: "bv128+actfirst",
+        8: "bv128+late3+mbp5",
+        32: "bv128+late10+mbp0",
+        128: "bv128+late13+mbp0+t1early+t1l2+wvearly",
+    },
 }
 _KNOB_ENV = (
     "GDN_UCACHE_BV",

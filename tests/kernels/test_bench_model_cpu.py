@@ -286,13 +286,17 @@ def test_write_table_rewrites_only_the_table_in_ruff_format_layout(tmp_path: Pat
     same = tmp_path / "same.py"
     write_table(NEXT, table, same)
     assert same.read_text() == NEXT.read_text(), "the file's own table writes the file unchanged"
+    short_table = {hv: {b: "bv128" for b in row} for hv, row in table.items()}
+    short = tmp_path / "short.py"
+    write_table(NEXT, short_table, short)
+    assert _load(short, "gdnu_write_short")._TUNED_T4 == short_table
     longer = {
         hv: {b: n + "+t1early+actfirst+xpf8" for b, n in row.items()} for hv, row in table.items()
     }
     dest = tmp_path / "proposed.py"
-    write_table(NEXT, longer, dest)
+    write_table(short, longer, dest)
     assert _load(dest, "gdnu_write_proposed")._TUNED_T4 == longer
-    before, after = NEXT.read_text().split("\n"), dest.read_text().split("\n")
+    before, after = short.read_text().split("\n"), dest.read_text().split("\n")
     assert len(after) > len(before), "entries too long for one line per HV get one line each"
     head = before.index("_TUNED_T4: dict[int, dict[int, str]] = {")
     assert before[:head] == after[:head] and before[-200:] == after[-200:]
@@ -319,7 +323,12 @@ def test_propose_command_writes_the_kernel_file_that_ships(tmp_path: Path) -> No
     import subprocess
     import sys
 
-    table = _load(NEXT, "gdnu_cli_next")._TUNED_T4
+    from bench.knockout import write_table
+
+    # from session 8's table (before the knobs), so base+xpf8 resolves to a conformance candidate
+    table = {hv: {1: "bv128", 8: "bv128+late3+mbp5", 128: "bv128+late13+mbp0"} for hv in (32, 64)}
+    kernel = tmp_path / "kernel.py"
+    write_table(NEXT, table, kernel)
     fi, hv = 100.0, min(table)
     us = {"flashinfer:base": fi, "ours:base": 110.0, "ours:base+xpf8": 95.0}
     rows = [{"HV": hv, "B": 256, "flush_pct": f, "us": us} for f in (0, 20, 100)]
@@ -327,7 +336,7 @@ def test_propose_command_writes_the_kernel_file_that_ships(tmp_path: Path) -> No
     sweep.write_text(json.dumps({"rows": rows}))
     dest = tmp_path / "proposed.py"
     root = NEXT.parents[1]
-    cmd = [sys.executable, "bench/knockout.py", "propose", str(sweep), "--kernel", str(NEXT)]
+    cmd = [sys.executable, "bench/knockout.py", "propose", str(sweep), "--kernel", str(kernel)]
     proc = subprocess.run(
         [*cmd, "--write", str(dest)], cwd=root, capture_output=True, text=True, timeout=300
     )
