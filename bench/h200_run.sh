@@ -79,7 +79,7 @@
 #                                  # split, late12 at 7 without it -- #3's suite forced onto
 #                                  # four forms, ncu, then all vs the BV=128 forms, v5b and
 #                                  # flashinfer on the serving grid at B >= 8
-#   bash bench/h200_run.sh k15     # ~150 s (session 12): why verify-only at HV=32 stays 1.08x
+#   bash bench/h200_run.sh k15     # ~150 s: ncu + SASS of the shipped table vs flashinfer, 2 repeats
 #                                  # flashinfer while HV=64 is at parity: ncu of the shipped table
 #                                  # and flashinfer at HV 32/64 x B 256/128/32 (HV=32 B=256 and
 #                                  # HV=64 B=128 launch the same 8192 CTAs), then the sass mode
@@ -439,7 +439,17 @@ k15)
   ncu_profile ncu-k15 120 --backends ours flashinfer --hv 32 64 --batch 256 128 32 --flush 0
   bash "$0" sass
   rm -f "$out"/*.ncu-rep
+  # the run-to-run spread of absolute times: K15_REPEATS more serving processes (ratios to
+  # flashinfer are taken within each)
+  for ((i = 1; i <= ${K15_REPEATS:-2}; i++)); do
+    timeout 100 python3 bench/bench_ucache.py --arms serving --reps 10 --out "$out" \
+      --tag "repeat$i-serving" --backends ours flashinfer >"$out/repeat$i-serving.log" 2>&1 ||
+      echo "# repeat $i rc=$?"
+  done
   echo "# h200_run k15: wall $((SECONDS - t_all)) s"
+  # one archive: the device tool returns a handful of files per call (session 16 lost the SASS
+  # files of a bare $OUT/kernel to that limit)
+  tar -czf "$out/../kernel-k15.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 sass)
   GDN_UCACHE_OURS_MODULE=${SASS_MODULE:-kernels/gdn_ucache_flush.py} timeout 170 ncu \

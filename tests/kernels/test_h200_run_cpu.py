@@ -143,6 +143,23 @@ def test_sass_mode_profiles_per_instruction_and_summarises(tmp_path: Path) -> No
     assert (out / "kernel/sass.csv.xz").is_file()
 
 
+def test_k15_profiles_then_repeats_and_archives_everything(tmp_path: Path) -> None:
+    """k15: ncu of ours and flashinfer at the HV=32 / HV=64 shapes, the SASS profile, two more
+    serving processes (run-to-run spread), all in one archive (the device tool returns only a
+    handful of files per call)."""
+    calls, out = run_mode(tmp_path, "k15")
+    lines = calls.splitlines()
+    profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
+    assert len(profiles) == 2 and "--hv 32 64 --batch 256 128 32 --flush 0" in profiles[0]
+    repeats = [ln for ln in lines if "bench/bench_ucache.py" in ln]
+    assert len(repeats) == 2 and all("--backends ours flashinfer |" in ln for ln in repeats)
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k15.tar.gz"]
+    with tarfile.open(out / "kernel-k15.tar.gz") as tar:
+        names = set(tar.getnames())
+    assert {"kernel/sass.csv.xz", "kernel/ncu-k15-raw.csv", "kernel/repeat2-serving.log"} <= names
+    assert not any(n.endswith(".ncu-rep") for n in names)
+
+
 def test_k9_mode_checks_v9_step_one(tmp_path: Path) -> None:
     """k9: #3's suite forced onto late6 at BV=128 without a bound, knock-outs with the alias
     variants beside flashinfer, an ncu of late6 with and without alias, one archive."""
