@@ -79,10 +79,12 @@
 #                                  # split, late12 at 7 without it -- #3's suite forced onto
 #                                  # four forms, ncu, then all vs the BV=128 forms, v5b and
 #                                  # flashinfer on the serving grid at B >= 8
-#   bash bench/h200_run.sh k15     # ~150 s: ncu + SASS of the shipped table vs flashinfer, 2 repeats
-#                                  # flashinfer while HV=64 is at parity: ncu of the shipped table
+#   bash bench/h200_run.sh k15     # ~150 s (session 12, ran in 16): ncu of the shipped table
 #                                  # and flashinfer at HV 32/64 x B 256/128/32 (HV=32 B=256 and
-#                                  # HV=64 B=128 launch the same 8192 CTAs), then the sass mode
+#                                  # HV=64 B=128 launch the same 8192 CTAs), the sass mode, two
+#                                  # more serving processes; one archive
+#   bash bench/h200_run.sh k16     # ~170 s (session 16): next's dsreg / nobar: forced suites,
+#                                  # their launch candidates, the sweep vs the table and flashinfer
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -431,6 +433,28 @@ k14)
     tee "$out/sweep-k14-serving.log" | grep -v '^# v' || true
   echo "# h200_run k14: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k14.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k16)
+  # session 16: next's dsreg (the projections kept in registers: late13 in 31.8 KB, 7 CTAs/SM
+  # where it had 6; k15 found residency to be the verify-only gap) and nobar (a warp barrier
+  # before the epilogue), against the shipped table and flashinfer. Conformance first: #3's suite
+  # forced onto late13 / late10 with the table's knobs + dsreg and late13 with nobar, and the
+  # launch candidates that carry either knob, both arms
+  NEXTF=kernels/gdn_ucache_flush_next.py
+  export GDN_UCACHE_OURS_MODULE=$NEXTF
+  GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_DSREG=1 \
+    FORCED_MODULE=$NEXTF forced_suites k16-dsreg 128 60 4 13 10 &
+  GDN_UCACHE_NOBAR=1 FORCED_MODULE=$NEXTF forced_suites k16-nobar 128 60 4 13 &
+  conformance candidate-k16 100 "candidate and (dsreg or nobar)"
+  wait
+  # one process: the table (base) and base+dsreg / base+nobar (the table's entry plus the knob;
+  # at B 32..127 the entry is late10, where dsreg keeps 5 CTAs/SM) vs flashinfer
+  timeout 110 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
+    --flush 0 20 100 --budget-s 95 --json "$out/sweep-k16.json" --backends flashinfer \
+    --modules "ours=$NEXTF" --variants ours:base ours:base+dsreg ours:base+nobar 2>&1 |
+    tee "$out/sweep-k16.log" | grep -v '^# v' | tail -n 30 || true
+  echo "# h200_run k16: wall $((SECONDS - t_all)) s"
+  tar -czf "$out/../kernel-k16.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 k15)
   # why verify-only at HV=32 is 1.08x flashinfer and HV=64 is not: the same CTA count (8192) at

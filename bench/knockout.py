@@ -81,6 +81,11 @@ VARIANTS = {
     # one row per CTA: the q/k/v and gate loads leave with the cursor loads (block boundaries
     # keep ptxas from issuing them after the window copies, a DRAM trip late)
     "actfirst": {"GDN_UCACHE_ACTFIRST": "1"},
+    # session 16: bulk modes at BV=128, T <= 4 keep the projections in registers (no ds round
+    # trip: late13 in 31.8 KB, 7 CTAs/SM); nobar: a warp barrier before the epilogue (dsreg
+    # implies it)
+    "dsreg": {"GDN_UCACHE_DSREG": "1"},
+    "nobar": {"GDN_UCACHE_NOBAR": "1"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -121,6 +126,13 @@ CANDIDATES = (
     "bv128+persist4+pf2",
     "bv128+late1+persist4+pf2",
     "bv128+late3+persist5+pf2",
+    # session 16: the B >= 128 entries with dsreg (72 registers, 4-8 bytes of spill, 31.8 KB:
+    # 7 CTAs/SM) or nobar, and late10 (B 32..127) with each
+    "bv128+late13+mbp0+t1early+t1l2+wvearly+dsreg",
+    "bv128+late13+mbp0+t1early+t1l2+dsreg",
+    "bv128+late13+mbp0+t1early+t1l2+wvearly+nobar",
+    "bv128+late10+mbp0+dsreg",
+    "bv128+late10+mbp0+nobar",
 )
 
 KNOBS = (
@@ -140,6 +152,8 @@ KNOBS = (
     "GDN_UCACHE_WVEARLY",
     "GDN_UCACHE_XPF",
     "GDN_UCACHE_ACTFIRST",
+    "GDN_UCACHE_DSREG",
+    "GDN_UCACHE_NOBAR",
 )
 
 

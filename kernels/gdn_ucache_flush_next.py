@@ -759,6 +759,23 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         g4 + 8 rr (bulk_row), columns c4*8 + 32 i + 0..7."""
         return stage + (bulk_row(warp, g4 + 8 * rr) + i * 16 + c4 * 4)
 
+    def proj_to_epilogue_rows(d: list, g4: Any, c4: Any) -> tuple:
+        """One 16 x 8 projection tile from the bulk modes' MMA rows to the epilogue's (dsreg).
+
+        In the bulk modes thread (g4, c4) holds tile rows p = (g4 % 2) * 8 + g4 // 2 and p + 4
+        (d[0:2] and d[2:4], columns 2 c4 + {0, 1}); the epilogue wants rows g4 and g4 + 8 of the
+        same columns. Row r < 8 sits at g4 = 2 (r % 4), row r + 8 at g4 = 2 (r % 4) + 1, each in
+        the first pair if r < 4 else the second: 8 shuffles within the lane's column group."""
+        src_a = (g4 % 4) * 8 + c4
+        second = g4 >= 4
+        out = [None] * 4
+        for col in range(2):
+            for half, src in ((0, src_a), (1, src_a + 4)):
+                first_v = cute.arch.shuffle_sync(d[col], src)
+                second_v = cute.arch.shuffle_sync(d[2 + col], src)
+                out[2 * half + col] = cutlass.select_(second, second_v, first_v)
+        return tuple(out)
+
     def read_bulk_tile(
         stage: Any,
         warp: Any,
@@ -1045,6 +1062,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             wvearly: bool = False,
             xpf: int = 0,
             actfirst: bool = False,
+            dsreg: bool = False,
+            nobar: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -1156,6 +1175,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # only: the register modes serve batches below one wave (nothing to prefetch for),
             # and there the prefetch code cost 11-22 registers (late3: 80 -> 91-102)
             self.xpf = xpf if late in BULK_LATES and not persist else 0
+            # bulk modes at BV=128, T <= 4: the projections stay in registers (each tile's 4 per
+            # thread, moved from the permuted MMA rows to the epilogue's rows by 8 shuffles)
+            # instead of the ds round trip: -4.6 KB of shared memory, so late13 fits 7 CTAs/SM
+            # (k15: 6 vs flashinfer's 7 is the verify-only gap)
+            self.dsreg = dsreg and self.bulk and self.NXP == 8 and BV == 128
+            # every warp owns its tiles (BV >= 64): the epilogue reads only its own warp's
+            # projections, so the CTA barrier between phase 4 and 5 becomes a warp barrier (none
+            # with dsreg); k15: 10 % of the stall samples wait at a CTA barrier in the epilogue
+            self.nobar = (nobar or self.dsreg) and BV >= 64 and not persist
             # one row per CTA: the q/k/v and gate loads leave with the cursor loads, before the
             # window and state copies that wait for the cursors (a block boundary; see there)
             self.actfirst = actfirst and not persist
@@ -1372,7 +1400,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
             # projections S0 x_n per row, read back in the epilogue's MMA layout (holding them in
             # registers across the fold costs ~36 registers: measured with ptxas)
-            ds = cute.make_tensor(big(Float32, BV * DSP), cute.make_layout(BV * DSP))
+            n_ds = 4 if self.dsreg else BV * DSP
+            ds = cute.make_tensor(big(Float32, n_ds), cute.make_layout(n_ds))
             # M = (I + A)^-1 diag(beta): the token coupling of the solve as one T x T matrix
             mmat = cute.make_tensor(
                 smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
@@ -1998,6 +2027,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     # epilogue of a warp without a tile (BV < 64) runs on a duplicate tile with
                     # every store predicated off (tile_info: epilogue tile, owns it).
                     tile_info = []
+                    # dsreg: tile ti's projections in the epilogue's layout (rows g4, g4 + 8)
+                    pj0_0 = pj0_1 = pj0_2 = pj0_3 = Float32(0.0)
+                    pj1_0 = pj1_1 = pj1_2 = pj1_3 = Float32(0.0)
                     for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
                         owns_all = self.NTILE >= 4 * (ti + 1)  # compile time: every warp has one
                         tile_info.append(
@@ -2101,11 +2133,18 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     (dch[0][e] + dch[1][e]) + (dch[2][e] + dch[3][e])
                                     for e in range(4)
                                 ]
-                                for e in cutlass.range_constexpr(4):
-                                    n = nt * 8 + 2 * c4 + (e % 2)
-                                    lr = rows[e // 2]
-                                    if n < NX:
-                                        ds[lr * DSP + n] = d[e]
+                                if cutlass.const_expr(self.dsreg):
+                                    ep = proj_to_epilogue_rows(d, g4, c4)
+                                    if cutlass.const_expr(ti == 0):
+                                        pj0_0, pj0_1, pj0_2, pj0_3 = ep
+                                    else:
+                                        pj1_0, pj1_1, pj1_2, pj1_3 = ep
+                                else:
+                                    for e in cutlass.range_constexpr(4):
+                                        n = nt * 8 + 2 * c4 + (e % 2)
+                                        lr = rows[e // 2]
+                                        if n < NX:
+                                            ds[lr * DSP + n] = d[e]
 
                             if is_flush and cutlass.const_expr("fold" not in self.skip):
                                 # A = (w_j u_j)[row, j] rounded to the ring dtype; C = e^{G*} S0.
@@ -2184,7 +2223,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                                 newc[fr][fi],
                                             )
 
-                    cute.arch.sync_threads()
+                    if cutlass.const_expr(not self.nobar):
+                        cute.arch.sync_threads()
+                    elif cutlass.const_expr(not self.dsreg):
+                        cute.arch.sync_warp()  # this warp's ds rows, written by its own lanes
 
                     if cutlass.const_expr(self.persist):
                         sa_nxt = prefetch_state_tiles(
@@ -2308,7 +2350,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 hxc = []
                                 for e in cutlass.range_constexpr(4):
                                     n_d = nt * 8 + r0_ + e % 2
-                                    d_e = ds[rows[e // 2] * DSP + cutlass.min(n_d, Int32(NX - 1))]
+                                    if cutlass.const_expr(self.dsreg):
+                                        d_e = (
+                                            (pj0_0, pj0_1, pj0_2, pj0_3),
+                                            (pj1_0, pj1_1, pj1_2, pj1_3),
+                                        )[ti][e]
+                                    else:
+                                        d_e = ds[
+                                            rows[e // 2] * DSP + cutlass.min(n_d, Int32(NX - 1))
+                                        ]
                                     hxc.append(
                                         cutlass.select_(n_d < NX, eg_star * d_e, Float32(0.0))
                                     )
@@ -2495,6 +2545,8 @@ def compile_variant(
     wvearly: bool = False,
     xpf: int = 0,
     actfirst: bool = False,
+    dsreg: bool = False,
+    nobar: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -2511,6 +2563,10 @@ def compile_variant(
     actfirst: the q/k/v and gate loads are issued with the cursor loads, before the first
     instruction that waits for the cursors (GDN_UCACHE_ACTFIRST=0/1 overrides; not with
     persistent CTAs).
+    dsreg: bulk modes at BV=128, T <= 4 keep the projections in registers (no ds round trip:
+    late13 fits 7 CTAs/SM); implies nobar (GDN_UCACHE_DSREG=0/1 overrides).
+    nobar: BV >= 64: a warp barrier instead of the CTA barrier before the epilogue (each warp
+    reads only its own projections; GDN_UCACHE_NOBAR=0/1 overrides; not with persistent CTAs).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -2552,6 +2608,10 @@ def compile_variant(
     t1l2 = _flag_knob("GDN_UCACHE_T1L2", t1l2) and late in BULK_LATES
     wvearly = _flag_knob("GDN_UCACHE_WVEARLY", wvearly) and not persist
     actfirst = _flag_knob("GDN_UCACHE_ACTFIRST", actfirst) and not persist
+    # as the kernel class decides them (one cache key per distinct code)
+    dsreg = _flag_knob("GDN_UCACHE_DSREG", dsreg) and late in BULK_LATES and BV == 128
+    dsreg = dsreg and T <= 4
+    nobar = (_flag_knob("GDN_UCACHE_NOBAR", nobar) or dsreg) and BV >= 64 and not persist
     xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
     xpf = int(xpf_raw) if xpf_raw else int(xpf)
     if not 0 <= xpf < 1 << 16:
@@ -2594,6 +2654,8 @@ def compile_variant(
         wvearly,
         xpf,
         actfirst,
+        dsreg,
+        nobar,
         arch,
     )
     fn = _CACHE.get(key)
@@ -2623,6 +2685,8 @@ def compile_variant(
         wvearly=wvearly,
         xpf=xpf,
         actfirst=actfirst,
+        dsreg=dsreg,
+        nobar=nobar,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -2783,7 +2847,7 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in ("pf", "pf1", "pf2"):
             out["prefetch"] = int(part[2:] or 1)
             continue
-        if part in ("t1early", "t1l2", "wvearly", "actfirst"):
+        if part in ("t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar"):
             out[part] = 1
             continue
         for key in ("bv", "mbp", "late", "persist", "xpf"):
@@ -2835,6 +2899,8 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     wvearly = knob("GDN_UCACHE_WVEARLY", "wvearly", 0)
     xpf = knob("GDN_UCACHE_XPF", "xpf", 0)
     actfirst = knob("GDN_UCACHE_ACTFIRST", "actfirst", 0)
+    dsreg = knob("GDN_UCACHE_DSREG", "dsreg", 0)
+    nobar = knob("GDN_UCACHE_NOBAR", "nobar", 0)
     return {
         "bv": bv,
         "mbp": mbp,
@@ -2846,6 +2912,8 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
         "wvearly": wvearly,
         "xpf": xpf,
         "actfirst": actfirst,
+        "dsreg": dsreg,
+        "nobar": nobar,
     }
 
 
@@ -3224,6 +3292,8 @@ def _launch(
         wvearly=bool(cfg["wvearly"]),
         xpf=int(cfg["xpf"]),
         actfirst=bool(cfg["actfirst"]),
+        dsreg=bool(cfg["dsreg"]),
+        nobar=bool(cfg["nobar"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )

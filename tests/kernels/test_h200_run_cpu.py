@@ -18,6 +18,7 @@ echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
   "GDN_UCACHE_OURS_MODULE=${GDN_UCACHE_OURS_MODULE:-} GDN_UCACHE_LATE=${GDN_UCACHE_LATE:-}" \\
   "GDN_UCACHE_BV=${GDN_UCACHE_BV:-} GDN_UCACHE_XSPLIT=${GDN_UCACHE_XSPLIT:-}" \\
   "GDN_UCACHE_T1EARLY=${GDN_UCACHE_T1EARLY:-} GDN_UCACHE_XPF=${GDN_UCACHE_XPF:-}" \\
+  "GDN_UCACHE_DSREG=${GDN_UCACHE_DSREG:-} GDN_UCACHE_NOBAR=${GDN_UCACHE_NOBAR:-}" \\
   >>"$STUB_LOG"
 # the files a step's options name: a sweep's --json (propose reads the ones that exist),
 # propose's --write (the proposed kernel file), ncu's -o report
@@ -158,6 +159,27 @@ def test_k15_profiles_then_repeats_and_archives_everything(tmp_path: Path) -> No
         names = set(tar.getnames())
     assert {"kernel/sass.csv.xz", "kernel/ncu-k15-raw.csv", "kernel/repeat2-serving.log"} <= names
     assert not any(n.endswith(".ncu-rep") for n in names)
+
+
+def test_k16_checks_dsreg_and_nobar_before_timing_them(tmp_path: Path) -> None:
+    """k16: #3's suite forced onto late13 / late10 with the table's knobs + dsreg and onto late13
+    with nobar, the launch candidates carrying either knob (both arms), then one sweep of the
+    table with and without each knob vs flashinfer; one archive."""
+    calls, out = run_mode(tmp_path, "k16")
+    lines = calls.splitlines()
+    suites = [ln for ln in lines if "run_gpu_suite.py" in ln]
+    dsreg = sorted(out_name(ln) for ln in suites if "GDN_UCACHE_DSREG=1" in ln)
+    assert dsreg == ["suite-k16-dsreg-late10", "suite-k16-dsreg-late13"]
+    assert all("GDN_UCACHE_T1EARLY=1" in ln for ln in suites if "GDN_UCACHE_DSREG=1" in ln)
+    nobar = [out_name(ln) for ln in suites if "GDN_UCACHE_NOBAR=1" in ln]
+    assert nobar == ["suite-k16-nobar-late13"]
+    assert all("gdn_ucache_flush_next.py" in ln for ln in suites)
+    conf = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
+    assert len(conf) == 1 and "candidate and (dsreg or nobar)" in conf[0]
+    sweep = [ln for ln in lines if "bench/knockout.py" in ln]
+    assert len(sweep) == 1
+    assert "--variants ours:base ours:base+dsreg ours:base+nobar |" in sweep[0]
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k16.tar.gz"]
 
 
 def test_k9_mode_checks_v9_step_one(tmp_path: Path) -> None:
