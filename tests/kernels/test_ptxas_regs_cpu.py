@@ -71,3 +71,24 @@ def test_shared_memory_sets_the_ctas_per_sm_as_measured(tmp_path: Path) -> None:
         assert info["ctas_by_smem"] == want_ctas, (late, info)
         if late == 3:
             assert info["smem_bytes"] == 28832 + 16
+
+
+def test_dsreg_fits_late13_in_seven_ctas_per_sm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """next's dsreg (session 16): without the 4.6 KB ds round trip late13 requests 31,776 B, 7
+    CTAs/SM (what ncu showed on the H100, results/kernel/k16); at T > 4 the knob is off (the
+    projections would need 16 registers per tile), so the kernel is the same as without it."""
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("CuTe-DSL (nvidia-cutlass-dsl) not installed")
+    nxt = ptxas_regs.ROOT / "kernels/gdn_ucache_flush_next.py"
+    if "self.dsreg" not in nxt.read_text():
+        pytest.skip("next has no dsreg knob")
+    info = {}
+    for dsreg, T in ((1, 4), (1, 8), (0, 8)):
+        monkeypatch.setenv("GDN_UCACHE_DSREG", str(dsreg))
+        dump = tmp_path / f"d{dsreg}t{T}"
+        ptxas_regs.ours_ptx(13, T, 32, dump, nxt)
+        info[dsreg, T] = ptxas_regs.smem_info(dump)
+    assert info[1, 4] == {"smem_bytes": 31776, "ctas_by_smem": 7}
+    assert info[1, 8] == info[0, 8]
