@@ -453,6 +453,11 @@ k16)
     --flush 0 20 100 --budget-s 95 --json "$out/sweep-k16.json" --backends flashinfer \
     --modules "ours=$NEXTF" --variants ours:base ours:base+dsreg ours:base+nobar 2>&1 |
     tee "$out/sweep-k16.log" | grep -v '^# v' | tail -n 30 || true
+  # does dsreg get its 7 CTAs/SM, and what do they buy (occupancy, DRAM rate) at HV=32 B=256
+  for d in 0 1; do
+    GDN_UCACHE_DSREG=$d ncu_profile "ncu-k16-dsreg$d" 60 --backends ours --hv 32 --batch 256 \
+      --flush 0
+  done
   echo "# h200_run k16: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k16.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;

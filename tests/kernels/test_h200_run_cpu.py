@@ -179,6 +179,11 @@ def test_k16_checks_dsreg_and_nobar_before_timing_them(tmp_path: Path) -> None:
     sweep = [ln for ln in lines if "bench/knockout.py" in ln]
     assert len(sweep) == 1
     assert "--variants ours:base ours:base+dsreg ours:base+nobar |" in sweep[0]
+    profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
+    assert len(profiles) == 2
+    for d, ln in enumerate(profiles):  # without, then with the knob, at HV=32 B=256 verify
+        assert f"ncu-k16-dsreg{d}" in ln and f"GDN_UCACHE_DSREG={d}" in ln
+        assert "--hv 32 --batch 256 --flush 0" in ln
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k16.tar.gz"]
 
 
