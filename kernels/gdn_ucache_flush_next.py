@@ -86,7 +86,9 @@ Versions (kernels/NOTES.md has every measurement): v5b (registers only; shipped 
 is this file's late 0-3; v10 (session 12) adds the bulk-copy modes: late10 at B=32..127 and
 late13 at B >= 128 (results/kernel/k14), and its table (session 16, results/kernel/v10-k6) turns
 on the load-order knobs where they won: actfirst at B = 1..7 (and HV=32 B = 8..31), t1early + t1l2
-at B >= 128 (+ wvearly at HV 32/64), t1early at HV=48 B = 32..127. The other late modes (4-9,
+at B >= 128 (+ wvearly at HV 32/64), t1early at HV=48 B = 32..127. Since v10 shipped, this file
+(next) adds two knobs, off by default: dsreg (late13 at 7 CTAs/SM) and nobar (results/kernel/k16:
+conformance passed; timed on an H100 only, where they gain nothing). The other late modes (4-9,
 11, 12) were measured experiments; they live in git history before the cleanup that removed them
 (kernels/NOTES.md).
 """
