@@ -7,7 +7,10 @@ Per (arm, B, flush %): the range over HV of ours / flashinfer and of time / HBM 
 Triton baseline / ours; then the targets one by one: "never slower than flashinfer" (points where
 ours <= flashinfer, and the worst ones), B >= 128 mean time/floor at 20 % flush (target 1.10) and
 on all-flush steps (target 1.15), B = 1 time (target 4 us). Ratios are taken inside one process
-(one arm's run), never across runs.
+(one arm's run), never across runs. Several files of the same arm (repeat processes) are merged
+point by point: each ratio is the median of the per-run ratios, each time the median time, and the
+report counts the points whose runs disagree on which kernel is faster (absolute times move a
+few percent between processes: results/kernel/k15).
 """
 
 from __future__ import annotations
@@ -15,22 +18,59 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 OURS, FI, TRITON = "ours", "flashinfer", "triton_vllm"
 
 
 def load_rows(paths: list[Path]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rows of every file (each row: arm, HV, B, flush_pct, floor_us, us{backend: us}) and the
-    commands that produced them."""
+    """Rows of every file (each row: arm, HV, B, flush_pct, floor_us, us{backend: us}, the run
+    (file) index and its device) and the commands that produced them."""
     rows: list[dict[str, Any]] = []
     commands: list[str] = []
-    for path in paths:
+    for run, path in enumerate(paths):
         data = json.loads(path.read_text())
-        floor = data["meta"].get("launch_floor_us")  # bench_ucache since session 6
-        rows += [r | {"launch_floor_us": floor} for r in data["results"]]
-        commands.append(data["meta"]["command"])
+        meta = data["meta"]
+        extra = {
+            "launch_floor_us": meta.get("launch_floor_us"),  # bench_ucache since session 6
+            "run": run,
+            "device": meta.get("device", "unknown device"),
+        }
+        rows += [r | extra for r in data["results"]]
+        commands.append(meta["command"])
     return rows, commands
+
+
+def merge_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (arm, HV, B, flush %): with one run, that run's row; with several, the median
+    time per backend and, under `ratios`, the median of the per-run ratios (a ratio is only ever
+    taken inside one run) with `flip` set where the runs disagree on ours <= flashinfer."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["arm"], r["HV"], r["B"], r["flush_pct"]), []).append(r)
+    merged = []
+    for runs in groups.values():
+        if len(runs) == 1:
+            merged.append(runs[0])
+            continue
+        backends = set.intersection(*(set(r["us"]) for r in runs))
+        row = dict(runs[0])
+        row["us"] = {b: median(r["us"][b] for r in runs) for b in backends}
+        row["runs"] = len(runs)
+        row["ratios"] = {}
+        for num, den in ((OURS, FI), (TRITON, OURS)):
+            per_run = [
+                r["us"][num] / r["us"][den] for r in runs if num in r["us"] and den in r["us"]
+            ]
+            if per_run:
+                row["ratios"][num, den] = median(per_run)
+                if (num, den) == (OURS, FI):
+                    row["flip"] = min(per_run) <= 1.0 < max(per_run)
+        lf = [r["launch_floor_us"] for r in runs if r.get("launch_floor_us") is not None]
+        row["launch_floor_us"] = median(lf) if lf else None
+        merged.append(row)
+    return merged
 
 
 def _span(values: list[float], fmt: str = "{:.2f}") -> str:
@@ -41,14 +81,36 @@ def _span(values: list[float], fmt: str = "{:.2f}") -> str:
 
 
 def ratio(row: dict[str, Any], num: str, den: str) -> float | None:
+    """num / den of one row: the run's own ratio, or for merged runs the median per-run ratio."""
+    if "ratios" in row:
+        return row["ratios"].get((num, den))
     a, b = row["us"].get(num), row["us"].get(den)
     return a / b if a and b else None
 
 
 def report(rows: list[dict[str, Any]], commands: list[str]) -> str:
     """The markdown report (see the module docstring)."""
-    md = ["# Issue #6 targets from bench/bench_ucache.py", "", "Commands (H200, one per arm):", ""]
+    devices = ", ".join(sorted({r.get("device", "unknown device") for r in rows}))
+    n_runs = len({r.get("run", 0) for r in rows})
+    md = ["# Issue #6 targets from bench/bench_ucache.py", "", f"Commands ({devices}):", ""]
     md += [f"    {c}" for c in commands]
+    rows = merge_runs(rows)
+    repeated = [r for r in rows if r.get("runs", 1) > 1]
+    if repeated:
+        flips = [r for r in repeated if r.get("flip")]
+        md += [
+            "",
+            f"{n_runs} runs; {len(repeated)} points timed in more than one: their ratios are the "
+            "median of the per-run ratios, their times the median times. Points whose runs "
+            f"disagree on ours <= flashinfer: {len(flips)}"
+            + (
+                " ("
+                + ", ".join(f"{r['arm']} HV={r['HV']} B={r['B']} {r['flush_pct']} %" for r in flips)
+                + ")."
+                if flips
+                else "."
+            ),
+        ]
     md += [
         "",
         "Per arm, B and flush %: ranges over HV (32/48/64) of ours/flashinfer, time/floor (x) and "

@@ -43,3 +43,29 @@ def test_report_counts_wins_and_names_the_slow_point(tmp_path: Path) -> None:
     assert "a one-kernel graph takes 3.25 us" in text
     bf16_b1 = next(line for line in text.splitlines() if "B = 1, bf16" in line)
     assert "one-kernel" not in bf16_b1
+
+
+def test_repeat_runs_merge_to_median_ratios_and_count_flips(tmp_path: Path) -> None:
+    # three serving processes: at HV=32 B=256 verify ours is 0.95x, 1.04x and 1.06x flashinfer
+    # (the median ratio 1.04 loses, and the runs disagree); elsewhere the same faster rows
+    base = _rows("serving", (48, 256, 0))
+    paths = []
+    for run, r32 in enumerate((0.95, 1.04, 1.06)):
+        rows = [dict(r, us=dict(r["us"])) for r in base]
+        for r in rows:
+            if (r["HV"], r["B"], r["flush_pct"]) == (32, 256, 0):
+                r["us"]["ours"] = r["us"]["flashinfer"] * r32
+            r["us"]["flashinfer"] *= 1.0 + 0.05 * run  # absolute times move between runs
+            r["us"]["ours"] *= 1.0 + 0.05 * run
+        p = tmp_path / f"run{run}.json"
+        meta = dict(command=f"bench serving {run}", device="NVIDIA H200")
+        p.write_text(json.dumps(dict(meta=meta, results=rows)))
+        paths.append(str(p))
+    out = tmp_path / "t.md"
+    assert main([*paths, "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "Commands (NVIDIA H200):" in text and "bench serving 2" in text
+    assert "3 runs; 45 points timed in more than one" in text
+    assert "disagree on ours <= flashinfer: 1 (serving HV=32 B=256 0 %)." in text
+    assert "ours <= flashinfer at 43/45 points" in text  # the slow point and HV=32 B=256
+    assert "serving HV=32 B=256 0 % 1.040" in text
