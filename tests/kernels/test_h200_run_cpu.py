@@ -298,6 +298,24 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     assert (out / "kernel-k6.tar.gz").is_file()
 
 
+def test_k6_repeats_add_processes_per_arm(tmp_path: Path) -> None:
+    """K6_REPEATS=3: the final grid's process per arm plus two more of ours and flashinfer, each
+    with its own tag (bench/targets.py merges them)."""
+    calls, _ = run_mode(tmp_path, "k6", {"K6_REPEATS": "3", "K6_STEPS": "bench"})
+    bench = [ln for ln in calls.splitlines() if "bench_ucache.py" in ln]
+    tags = [ln.split("--tag ")[1].split()[0] for ln in bench]
+    assert tags == [
+        "final-v10-serving",
+        "final-v10-serving-r2",
+        "final-v10-serving-r3",
+        "final-v10-bf16",
+        "final-v10-bf16-r2",
+        "final-v10-bf16-r3",
+    ]
+    for tag, ln in zip(tags, bench, strict=True):  # repeats: ours and flashinfer only
+        assert ("triton_vllm" in ln) == (not tag.endswith(("-r2", "-r3")))
+
+
 def test_k6_steps_split_the_call(tmp_path: Path) -> None:
     """K6_STEPS=conf runs the conformance and the forced suites only, K6_STEPS=bench the timing
     only; each half leaves its archive."""
