@@ -1401,7 +1401,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
             )
             # projections S0 x_n per row, read back in the epilogue's MMA layout (holding them in
-            # registers across the fold costs ~36 registers: measured with ptxas)
+            # registers across the fold cost ~36 registers in the register modes; the bulk modes
+            # can with dsreg: 72 registers, 8 bytes of spill)
             n_ds = 4 if self.dsreg else BV * DSP
             ds = cute.make_tensor(big(Float32, n_ds), cute.make_layout(n_ds))
             # M = (I + A)^-1 diag(beta): the token coupling of the solve as one T x T matrix
@@ -2029,7 +2030,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     # epilogue of a warp without a tile (BV < 64) runs on a duplicate tile with
                     # every store predicated off (tile_info: epilogue tile, owns it).
                     tile_info = []
-                    # dsreg: tile ti's projections in the epilogue's layout (rows g4, g4 + 8)
+                    # dsreg: tile ti's projections in the epilogue's layout (rows g4, g4 + 8);
+                    # named scalars defined before the run-time tile branch, so that the DSL
+                    # carries the values assigned inside it out of it
                     pj0_0 = pj0_1 = pj0_2 = pj0_3 = Float32(0.0)
                     pj1_0 = pj1_1 = pj1_2 = pj1_3 = Float32(0.0)
                     for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
@@ -2611,8 +2614,7 @@ def compile_variant(
     wvearly = _flag_knob("GDN_UCACHE_WVEARLY", wvearly) and not persist
     actfirst = _flag_knob("GDN_UCACHE_ACTFIRST", actfirst) and not persist
     # as the kernel class decides them (one cache key per distinct code)
-    dsreg = _flag_knob("GDN_UCACHE_DSREG", dsreg) and late in BULK_LATES and BV == 128
-    dsreg = dsreg and T <= 4
+    dsreg = _flag_knob("GDN_UCACHE_DSREG", dsreg) and late in BULK_LATES and BV == 128 and T <= 4
     nobar = (_flag_knob("GDN_UCACHE_NOBAR", nobar) or dsreg) and BV >= 64 and not persist
     xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
     xpf = int(xpf_raw) if xpf_raw else int(xpf)
