@@ -90,8 +90,8 @@ def ratio(row: dict[str, Any], num: str, den: str) -> float | None:
 
 def report(rows: list[dict[str, Any]], commands: list[str]) -> str:
     """The markdown report (see the module docstring)."""
-    devices = ", ".join(sorted({r.get("device", "unknown device") for r in rows}))
-    n_runs = len({r.get("run", 0) for r in rows})
+    devices = ", ".join(sorted({r["device"] for r in rows}))  # load_rows sets device and run
+    n_runs = len({r["run"] for r in rows})
     md = ["# Issue #6 targets from bench/bench_ucache.py", "", f"Commands ({devices}):", ""]
     md += [f"    {c}" for c in commands]
     rows = merge_runs(rows)
