@@ -85,6 +85,9 @@
 #                                  # more serving processes; one archive
 #   bash bench/h200_run.sh k16     # ~170 s (session 16): next's dsreg / nobar: forced suites,
 #                                  # their launch candidates, the sweep vs the table and flashinfer
+#   bash bench/h200_run.sh k17     # ~300 s (session 17): chain (late13 with persistent CTAs):
+#                                  # #3's suite forced onto it (with dsreg too), its launch
+#                                  # candidates, the sweep vs the table, dsreg and flashinfer, ncu
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -460,6 +463,33 @@ k16)
   done
   echo "# h200_run k16: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k16.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k17)
+  # session 17: chain (late13 with persistent CTAs: each CTA walks rows z, z + nprog, ... and
+  # copies the next row's first state tile during this row's epilogue). Conformance first: #3's
+  # suite forced onto chain with the table's B >= 128 knobs and with dsreg (2 and 3 programs:
+  # every CTA walks several rows, pad rows among them), the chain launch candidates in both arms;
+  # then one sweep of the table, the table + dsreg and both chain forms vs flashinfer (k16's
+  # dsreg question on this card too), and ncu of chain at HV=32 B=256 verify
+  NEXTF=kernels/gdn_ucache_flush_next.py
+  export GDN_UCACHE_OURS_MODULE=$NEXTF
+  GDN_UCACHE_PERSIST=6 GDN_UCACHE_NPROG=2 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
+    GDN_UCACHE_WVEARLY=1 FORCED_MODULE=$NEXTF forced_suites k17-chain 128 60 4 13 &
+  GDN_UCACHE_PERSIST=7 GDN_UCACHE_NPROG=3 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
+    GDN_UCACHE_DSREG=1 FORCED_MODULE=$NEXTF forced_suites k17-chain-dsreg 128 60 4 13 &
+  conformance candidate-k17 100 "candidate and (persist6 or persist7)"
+  wait
+  chain=ours:bv128+late13+persist6+t1early+t1l2+wvearly
+  timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
+    --flush 0 20 100 --budget-s 130 --json "$out/sweep-k17.json" --backends flashinfer \
+    --modules "ours=$NEXTF" --variants ours:base ours:base+dsreg "$chain" \
+    ours:bv128+late13+persist7+t1early+t1l2+wvearly+dsreg 2>&1 |
+    tee "$out/sweep-k17.log" | grep -v '^# v' | tail -n 30 || true
+  GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 GDN_UCACHE_PERSIST=6 GDN_UCACHE_T1EARLY=1 \
+    GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 ncu_profile ncu-k17-chain 60 --backends ours --hv 32 \
+    --batch 256 --flush 0
+  echo "# h200_run k17: wall $((SECONDS - t_all)) s"
+  tar -czf "$out/../kernel-k17.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 k15)
   # why verify-only at HV=32 is 1.08x flashinfer and HV=64 is not: the same CTA count (8192) at

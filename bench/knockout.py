@@ -133,6 +133,12 @@ CANDIDATES = (
     "bv128+late13+mbp0+t1early+t1l2+wvearly+nobar",
     "bv128+late10+mbp0+dsreg",
     "bv128+late10+mbp0+nobar",
+    # session 17: chain (late13 with persistent CTAs: the next row's first state tile copied
+    # during this row's epilogue; launch bound = the CTAs per SM: 6 -> 80 registers, 68 bytes of
+    # spill; 7 with dsreg -> 72 registers)
+    "bv128+late13+persist6+t1early+t1l2+wvearly",
+    "bv128+late13+persist6+t1early+t1l2",
+    "bv128+late13+persist7+t1early+t1l2+wvearly+dsreg",
 )
 
 KNOBS = (

@@ -82,6 +82,9 @@ CONFIGS: dict[str, tuple[list, dict[str, str]]] = {
     ),
     "late10_bv128_no_fold": _config(10, skip="fold"),
     "late13_bv128_alias_pad4096": _config(13, skip="alias,pad4096"),
+    # session 17: chain (late13 with persistent CTAs)
+    "late13_bv128_chain": _config(13, persist=1, t1early="1", t1l2="1", wvearly="1"),
+    "late13_bv128_chain_dsreg": _config(13, persist=1, t1early="1", t1l2="1", dsreg="1"),
 }
 QUICK = (
     "late0_bv32",

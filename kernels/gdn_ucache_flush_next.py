@@ -63,7 +63,10 @@ batches get 128 / BV times more CTAs; large batches make one pass over the state
 - Persistent mode (launch_config: nprog < B programs along the batch): each CTA walks rows z0,
   z0 + nprog, ...; the next row's cursors and first state tiles are loaded during the current row
   and (prefetch 1/2) its ring windows, q/k/v rows and gates go into a second shared-memory buffer
-  by cp.async, so a row's work starts with its data on chip.
+  by cp.async, so a row's work starts with its data on chip. With late13 (chain, BV=128) each
+  row instead runs the one-row prologue at its start and the next row's first state tile is
+  copied into the stage right after this row's last read of it, so that copy flies during this
+  row's epilogue (same shared memory: 6 CTAs/SM; the launch bound = the CTAs per SM).
 
 Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
 - every T in 2..8 (num_speculative_tokens 1..7) runs natively, not only {4, 8};
@@ -88,7 +91,8 @@ late13 at B >= 128 (results/kernel/k14), and its table (session 16, results/kern
 on the load-order knobs where they won: actfirst at B = 1..7 (and HV=32 B = 8..31), t1early + t1l2
 at B >= 128 (+ wvearly at HV 32/64), t1early at HV=48 B = 32..127. Since v10 shipped, this file
 (next) adds two knobs, off by default: dsreg (late13 at 7 CTAs/SM) and nobar (results/kernel/k16:
-conformance passed; timed on an H100 only, where they gain nothing). The other late modes (4-9,
+conformance passed; timed on an H100 only, where they gain nothing), and (session 17) late13 with
+persistent CTAs (chain; candidates bv128+late13+persist6/7). The other late modes (4-9,
 11, 12) were measured experiments; they live in git history before the cleanup that removed them
 (kernels/NOTES.md).
 """
@@ -804,6 +808,32 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
         bulk_stage_tile(st_head, stage, mbar_w, v0, warp, ti, ntile, lane)
 
+    def stage_next_row(
+        pool: Any,
+        pool_s0: Any,
+        slot: Any,
+        hv: Any,
+        stage: Any,
+        mbar_w: Any,
+        v0: Any,
+        warp: Any,
+        ntile: int,
+        lane: Any,
+        live: Any,
+        t1l2: bool,
+        tiles_per_warp: int,
+    ) -> None:
+        """chain: the warp's tile 0 of the next row (pool slot `slot`) into the stage once every
+        lane has read this row's last tile; only when live != 0 (a next row that is not a pad
+        row: pad rows consume no mbarrier phase). With t1l2 its later tiles go to L2 too."""
+        head = pool + (Int64(cutlass.max(slot, Int32(0))) * pool_s0 + Int64(hv * V_DIM_C * K_DIM))
+        lane_or_off = cutlass.select_(live != Int32(0), lane, Int32(32))  # lane 32: no copy
+        stage_next_tile(head, stage, mbar_w, v0, warp, 0, ntile, lane_or_off)
+        if t1l2:
+            for ti in range(1, tiles_per_warp):
+                if ntile >= 4 * (ti + 1):
+                    l2_prefetch_tile(head, v0, warp, ti, ntile, lane_or_off)
+
     def prefetch_state_tiles(
         pool: Any,
         pool_s0: Any,
@@ -1036,6 +1066,116 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             out.append(h)
         return (out[0] & Int32(0xFFFF)) | (out[1] << 16)
 
+    # The one-row prologue in two halves: row zr's cursor-independent loads, then those values
+    # into shared memory. Called before the row loop (one row per CTA) or at the start of every
+    # row (chain). @cute.jit functions, not closures of the kernel: the DSL does not let a
+    # function called inside a run-time loop capture the kernel's values (ks = the kernel object,
+    # dims = its shape constants).
+    @cute.jit
+    def row_act_loads(
+        ks, dims, zr, tid, c8, ih, hv, v0, q, k, v, a, b, a_log, dt_bias, q_sb, q_st,
+        k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st,
+    ):  # fmt: skip
+        T, BV, NX, XR, VSS, XPARTS = dims
+        wq_pre = []
+        v_pre = []
+        # Cursor-independent loads first (a pad row's activation rows are inside their
+        # tensors' storage: reading them is harmless, the values are never used).
+        if cutlass.const_expr(ks.vec_qk):
+            for pss in cutlass.range_constexpr(XR // 8):
+                rq1 = tid // 16 + 8 * pss
+                rc0 = cutlass.min(rq1, Int32(NX - 1))
+                wq_pre.append(
+                    ldg_v4_either(
+                        k + (Int64(zr) * k_sb + Int64(rc0) * k_st + Int64(ih * K_DIM + c8)),
+                        q
+                        + (
+                            Int64(zr) * q_sb
+                            + Int64(cutlass.max(rc0 - T, Int32(0))) * q_st
+                            + Int64(ih * K_DIM + c8)
+                        ),
+                        rc0 < T,
+                        rq1 < NX,
+                    )
+                )
+        for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
+            ev0 = cutlass.min(tid + THREADS * i, Int32(T * BV - 1))
+            v_pre.append(
+                ldg_b16(
+                    v
+                    + (
+                        Int64(zr) * v_sb
+                        + Int64(ev0 // BV) * v_st
+                        + Int64(hv * V_DIM_C + v0 + ev0 % BV)
+                    )
+                )
+            )
+        # gates: lane t of warp 0 loads a_t, b_t (others a clamped duplicate)
+        tl0 = cutlass.min(tid, Int32(T - 1))
+        a_pre = ldg_b16(a + (Int64(zr) * a_sb + Int64(tl0) * a_st + Int64(hv)), True)
+        b_pre = ldg_b16(b + (Int64(zr) * b_sb + Int64(tl0) * b_st + Int64(hv)), True)
+        alog_pre = ldg_b32(cute.recast_ptr(a_log + Int64(hv), dtype=Int32), True)
+        dtb_pre = ldg_b32(cute.recast_ptr(dt_bias + Int64(hv), dtype=Int32), True)
+        return wq_pre, v_pre, a_pre, b_pre, alog_pre, dtb_pre
+
+    @cute.jit
+    def row_acts_to_smem(
+        ks, dims, acts, tid, warp, lane, c8, scale, xs_ptr, xb, vs, gam, beta
+    ):  # fmt: skip
+        T, BV, NX, XR, VSS, XPARTS = dims
+        wq_pre, v_pre, a_pre, b_pre, alog_pre, dtb_pre = acts
+        kpk_pre = []
+        # The cursor-independent part of phase 1, while the state and windows are in
+        # flight: normalised [k^; q^] rows, the v slice and the gates into smem (a pad
+        # row does it too: its CTA-local smem is never read).
+        if cutlass.const_expr(ks.vec_qk):
+            for pss in cutlass.range_constexpr(XR // 8):
+                rq0 = tid // 16 + 8 * pss
+                kpk_pre.append(
+                    qk_rows_to_smem(
+                        wq_pre[pss],
+                        rq0,
+                        cutlass.min(rq0, Int32(NX - 1)) < T,
+                        xs_ptr,
+                        c8,
+                        scale,
+                        ks.io,
+                        ks.ring,
+                        xb if ks.xdirect else None,
+                        XPARTS,
+                        ks.st,
+                    )  # fmt: skip
+                )
+        for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
+            ev0 = tid + THREADS * i
+            v_el = Int16(v_pre[i]) if ks.vs16 else cvt_b16(v_pre[i], ks.io)
+            if cutlass.const_expr(T * BV >= THREADS * (i + 1)):
+                vs[(ev0 // BV) * VSS + ev0 % BV] = v_el
+            else:
+                if ev0 < T * BV:
+                    vs[(ev0 // BV) * VSS + ev0 % BV] = v_el
+        if warp == 0:
+            gsum0, beta0 = gates_scan(
+                cvt_b16(a_pre, ks.io), cvt_b16(b_pre, ks.io), as_f32(alog_pre),
+                as_f32(dtb_pre), lane, T,
+            )  # fmt: skip
+            if lane < T:
+                gam[lane] = gsum0
+                beta[lane] = beta0
+        return kpk_pre
+
+    @cute.jit
+    def row_g_words(gc, gc_s0, slot_ld, hv, base, P, tid):
+        # the g-row words this thread needs, straight from global memory: g_j (threads
+        # < 16) and G* (all), so the window weights exist before phase 1's barrier
+        g_row0 = gc + (Int64(slot_ld) * gc_s0 + Int64(hv * RING_SLOTS))
+        g_words = []
+        for g_idx in (base + cutlass.min(tid, Int32(15)), base + P - Int32(1)):
+            g_words.append(
+                ldg_b32(cute.recast_ptr(g_row0 + Int64(g_idx & RING_MASK), dtype=Int32), True)
+            )
+        return g_words
+
     class GdnDecodeUCacheFlushKernel:
         """One compiled variant: static config in __init__, host @cute.jit __call__, device code."""
 
@@ -1131,12 +1271,18 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # persistent CTAs: grid z = nprog < B programs, each walking rows z0, z0 + nprog, ...
             # and prefetching the next row's cursors and state tiles during the current row
             self.persist = persist
+            # bulk modes with persistent CTAs (BV=128): each row runs the one-row prologue at its
+            # own start (q/k/v and gate loads, windows by cp.async, the rows into smem) and the
+            # next row's first state tile is copied into the stage as soon as this row has read
+            # it for the last time, so that copy (and the next cursors) fly during this row's
+            # epilogue; no second window buffer (shared memory, hence CTAs/SM, unchanged)
+            self.chain = persist and self.bulk
             # persistent CTAs also prefetch the next row's ring windows (k, u, g) into a second
             # shared-memory buffer with cp.async (no registers while in flight)
-            self.pf = prefetch >= 1 and persist
+            self.pf = prefetch >= 1 and persist and not self.chain
             # ... and its q/k/v rows too (cp.async; needs 16-byte aligned activation rows) plus
             # its a/b gates (registers)
-            self.pf_act = prefetch >= 2 and persist
+            self.pf_act = prefetch >= 2 and persist and not self.chain
             # q/k rows 16-byte aligned (checked on the host): 16 threads per row load 8 elements
             # each with one vector load, the L2 norms reduce over those 16 lanes in registers,
             # and the k ring append is one 16-byte store per thread (no norm pass over smem)
@@ -1144,7 +1290,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # one row per CTA: every load that does not depend on the cursors (q/k rows, the v
             # slice, the gates) is issued before the cursors return, and the ring windows and the
             # g row go by cp.async right after them: two dependent DRAM trips per CTA, not ~five
-            self.early = not persist
+            # (chain: the same prologue, at the start of every row)
+            self.early = not persist or self.chain
             self.skip = frozenset(
                 skip
             )  # timing knock-outs (results are wrong): never in production
@@ -1169,7 +1316,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # one row per CTA: G* and the window weights from g-row words loaded at entry
             # (global, not the smem copy), written before phase 1's barrier, so late13 loses its
             # phase-3 barrier (it only ordered the weights) and no-bsmem builds theirs
-            self.wvearly = wvearly and not persist
+            self.wvearly = wvearly and (not persist or self.chain)
             # one row per CTA: each CTA also asks L2 for what the CTAs of row z + xpf will read
             # (state rows, live window rows, q/k/v rows, gates), so that rows started later find
             # their bytes in L2 (a hint: results unchanged). CTAs are dispatched in row order;
@@ -1185,7 +1332,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # every warp owns its tiles (BV >= 64): the epilogue reads only its own warp's
             # projections, so the CTA barrier between phase 4 and 5 becomes a warp barrier (none
             # with dsreg); k15: 10 % of the stall samples wait at a CTA barrier in the epilogue
-            self.nobar = (nobar or self.dsreg) and BV >= 64 and not persist
+            self.nobar = (nobar or self.dsreg) and BV >= 64 and (not persist or self.chain)
             # one row per CTA: the q/k/v and gate loads leave with the cursor loads, before the
             # window and state copies that wait for the cursors (a block boundary; see there)
             self.actfirst = actfirst and not persist
@@ -1449,47 +1596,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 slot = cute.arch.load(idx + z0, Int32)
                 P = cute.arch.load(hist + z0, Int32)
                 base = cute.arch.load(cbase + z0, Int32)
-            wq_pre = []
-            v_pre = []
+
             ab_cur = [Float32(0.0)]
-            if cutlass.const_expr(self.early):
-                # Cursor-independent loads first (a pad row's activation rows are inside their
-                # tensors' storage: reading them is harmless, the values are never used).
-                if cutlass.const_expr(self.vec_qk):
-                    for pss in cutlass.range_constexpr(XR // 8):
-                        rq1 = tid // 16 + 8 * pss
-                        rc0 = cutlass.min(rq1, Int32(NX - 1))
-                        wq_pre.append(
-                            ldg_v4_either(
-                                k + (Int64(z0) * k_sb + Int64(rc0) * k_st + Int64(ih * K_DIM + c8)),
-                                q
-                                + (
-                                    Int64(z0) * q_sb
-                                    + Int64(cutlass.max(rc0 - T, Int32(0))) * q_st
-                                    + Int64(ih * K_DIM + c8)
-                                ),
-                                rc0 < T,
-                                rq1 < NX,
-                            )
-                        )
-                for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
-                    ev0 = cutlass.min(tid + THREADS * i, Int32(T * BV - 1))
-                    v_pre.append(
-                        ldg_b16(
-                            v
-                            + (
-                                Int64(z0) * v_sb
-                                + Int64(ev0 // BV) * v_st
-                                + Int64(hv * V_DIM_C + v0 + ev0 % BV)
-                            )
-                        )
-                    )
-                # gates: lane t of warp 0 loads a_t, b_t (others a clamped duplicate)
-                tl0 = cutlass.min(tid, Int32(T - 1))
-                a_pre = ldg_b16(a + (Int64(z0) * a_sb + Int64(tl0) * a_st + Int64(hv)), True)
-                b_pre = ldg_b16(b + (Int64(z0) * b_sb + Int64(tl0) * b_st + Int64(hv)), True)
-                alog_pre = ldg_b32(cute.recast_ptr(a_log + Int64(hv), dtype=Int32), True)
-                dtb_pre = ldg_b32(cute.recast_ptr(dt_bias + Int64(hv), dtype=Int32), True)
+            dims = (T, BV, NX, XR, VSS, XPARTS)
+            acts_pre = None
+            if cutlass.const_expr(self.early and not self.chain):
+                acts_pre = row_act_loads(
+                    self, dims, z0, tid, c8, ih, hv, v0, q, k, v, a, b, a_log, dt_bias, q_sb,
+                    q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st,
+                )  # fmt: skip
                 if cutlass.const_expr(self.actfirst):
                     # End ptxas's entry block here (a branch it cannot remove; never taken): it
                     # then issues every load above before the first instruction below. Without
@@ -1535,34 +1650,30 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     v0, tid, qk16, v16, T, BV,
                 )  # fmt: skip
                 ab_cur = load_gates(a, b, a_sb, a_st, b_sb, b_st, z0, slot, hv, tid, T, self.io)
-            if cutlass.const_expr(self.pf or self.early):
+            if cutlass.const_expr(self.pf or (self.early and not self.chain)):
                 issue_windows(
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
                     kc16, uw16, graw, BV, KPW,
                 )  # fmt: skip
             g_pre = []
-            if cutlass.const_expr(self.wvearly):
-                # the g-row words this thread needs, straight from global memory: g_j (threads
-                # < 16) and G* (all), so the window weights exist before phase 1's barrier
-                g_row0 = gc + (Int64(slot_ld) * gc_s0 + Int64(hv * RING_SLOTS))
-                for g_idx in (base + cutlass.min(tid, Int32(15)), base + P - Int32(1)):
-                    g_pre.append(
-                        ldg_b32(
-                            cute.recast_ptr(g_row0 + Int64(g_idx & RING_MASK), dtype=Int32), True
-                        )
-                    )
+            if cutlass.const_expr(self.wvearly and not self.chain):
+                g_pre = row_g_words(gc, gc_s0, slot_ld, hv, base, P, tid)
             if cutlass.const_expr(self.bulk):
                 if lane == 0:
                     cute.arch.mbarrier_init(mbar_w, 1)
                     cute.arch.mbarrier_init_fence()
                 cute.arch.sync_warp()
                 if cutlass.const_expr(not skip_state):
-                    # tile 0 at entry (n_early = 0: every tile is staged)
-                    bulk_stage_tile(st_head0, stage, mbar_w, v0, warp, 0, self.NTILE, lane)
+                    # tile 0 at entry (n_early = 0: every tile is staged); chain: live rows only
+                    # (a pad row consumes no mbarrier phase), lane 32 = no lane copies
+                    lane_t0 = lane
+                    if cutlass.const_expr(self.chain):
+                        lane_t0 = cutlass.select_(slot >= Int32(0), lane, Int32(32))
+                    bulk_stage_tile(st_head0, stage, mbar_w, v0, warp, 0, self.NTILE, lane_t0)
                     if cutlass.const_expr(self.t1l2):
                         for ti in cutlass.range_constexpr(1, self.TILES_PER_WARP):
                             if cutlass.const_expr(self.NTILE >= 4 * (ti + 1)):
-                                l2_prefetch_tile(st_head0, v0, warp, ti, self.NTILE, lane)
+                                l2_prefetch_tile(st_head0, v0, warp, ti, self.NTILE, lane_t0)
             if cutlass.const_expr(self.xpf > 0):
                 # row z0 + xpf's bytes into L2 by warp 3, after our own copies were issued
                 # (they are on our critical path, these are not). Here, not at entry: a branch
@@ -1588,44 +1699,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         )  # fmt: skip
                     xpf_gates(a, b, a_sb, a_st, b_sb, b_st, zfc, live_f & lead_v, hv, lane, T)
             kpk_pre = []
-            if cutlass.const_expr(self.early):
-                # The cursor-independent part of phase 1, while the state and windows are in
-                # flight: normalised [k^; q^] rows, the v slice and the gates into smem (a pad
-                # row does it too: its CTA-local smem is never read).
-                if cutlass.const_expr(self.vec_qk):
-                    for pss in cutlass.range_constexpr(XR // 8):
-                        rq0 = tid // 16 + 8 * pss
-                        kpk_pre.append(
-                            qk_rows_to_smem(
-                                wq_pre[pss],
-                                rq0,
-                                cutlass.min(rq0, Int32(NX - 1)) < T,
-                                xs_ptr,
-                                c8,
-                                scale,
-                                self.io,
-                                self.ring,
-                                xb if self.xdirect else None,
-                                XPARTS,
-                                self.st,
-                            )  # fmt: skip
-                        )
-                for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
-                    ev0 = tid + THREADS * i
-                    v_el = Int16(v_pre[i]) if self.vs16 else cvt_b16(v_pre[i], self.io)
-                    if cutlass.const_expr(T * BV >= THREADS * (i + 1)):
-                        vs[(ev0 // BV) * VSS + ev0 % BV] = v_el
-                    else:
-                        if ev0 < T * BV:
-                            vs[(ev0 // BV) * VSS + ev0 % BV] = v_el
-                if warp == 0:
-                    gsum0, beta0 = gates_scan(
-                        cvt_b16(a_pre, self.io), cvt_b16(b_pre, self.io), as_f32(alog_pre),
-                        as_f32(dtb_pre), lane, T,
-                    )  # fmt: skip
-                    if lane < T:
-                        gam[lane] = gsum0
-                        beta[lane] = beta0
+            if cutlass.const_expr(self.early and not self.chain):
+                kpk_pre = row_acts_to_smem(
+                    self, dims, acts_pre, tid, warp, lane, c8, scale, xs_ptr, xb, vs, gam, beta
+                )
             # A persistent CTA walks rows z0, z0 + nprog, ... (nprog = grid z); otherwise one row.
             n_items = Int32(1)
             if cutlass.const_expr(self.persist):
@@ -1639,6 +1716,28 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     nslot = cute.arch.load(idx + bn, Int32)
                     nP = cute.arch.load(hist + bn, Int32)
                     nbase = cute.arch.load(cbase + bn, Int32)
+                kpk_row = kpk_pre
+                g_words = g_pre
+                nxt_live = Int32(0)
+                if cutlass.const_expr(self.chain):
+                    # the one-row prologue for row bi (its tile 0 is in flight since the previous
+                    # row's last stage read, or since entry)
+                    nxt_live = as_flag((it + Int32(1) < n_items) & (nslot >= Int32(0)))
+                    acts_row = row_act_loads(
+                        self, dims, bi, tid, c8, ih, hv, v0, q, k, v, a, b, a_log, dt_bias, q_sb,
+                        q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st,
+                    )  # fmt: skip
+                    issue_windows(
+                        kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
+                        kc16, uw16, graw, BV, KPW,
+                    )  # fmt: skip
+                    if cutlass.const_expr(self.wvearly):
+                        g_words = row_g_words(
+                            gc, gc_s0, cutlass.max(slot, Int32(0)), hv, base, P, tid
+                        )
+                    kpk_row = row_acts_to_smem(
+                        self, dims, acts_row, tid, warp, lane, c8, scale, xs_ptr, xb, vs, gam, beta
+                    )
                 sa_nxt = sa_cur
                 ab_nxt = ab_cur
                 # this row's window buffers: the k window as 16-bit elements and as 32-bit pairs
@@ -1697,7 +1796,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             is_k = rc < T
                             live_r = rq < NX
                             if cutlass.const_expr(self.early):
-                                kw = kpk_pre[pss]  # (normalised in the prologue)
+                                kw = kpk_row[pss]  # (normalised in the prologue)
                             else:
                                 wq = ldg_v4_either(
                                     k
@@ -1848,12 +1947,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         # G* and the window weights from the g words loaded at entry, before this
                         # barrier: it orders wv for the scores and the fold (no barrier of its own)
                         if P > Int32(0):
-                            g_star = as_f32(g_pre[1])
+                            g_star = as_f32(g_words[1])
                         eg_star = cute.math.exp(g_star, fastmath=True)
                         if tid < 16:
                             wj = Float32(0.0)
                             if tid < P:
-                                wj = cute.math.exp(g_star - as_f32(g_pre[0]), fastmath=True)
+                                wj = cute.math.exp(g_star - as_f32(g_words[0]), fastmath=True)
                             wv[tid] = wj
                     cute.arch.sync_threads()
                     if cutlass.const_expr(self.early):
@@ -2062,6 +2161,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 early_next = (
                                     self.t1early and not skip_state and self.NTILE >= 4 * (ti + 2)
                                 )
+                                # chain: after this row's last tile, the next row's tile 0, at the
+                                # same points (every warp owns TILES_PER_WARP tiles at BV=128)
+                                row_next = (
+                                    self.chain and not skip_state and ti == self.TILES_PER_WARP - 1
+                                )
                                 if cutlass.const_expr(
                                     ti > 0 and not skip_state and not self.t1early
                                 ):
@@ -2082,6 +2186,19 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         stage_next_tile(
                                             st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE,
                                             lane,
+                                        )  # fmt: skip
+                                if cutlass.const_expr(row_next and "fold" in self.skip):
+                                    stage_next_row(
+                                        pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp,
+                                        self.NTILE, lane, nxt_live, self.t1l2,
+                                        self.TILES_PER_WARP,
+                                    )  # fmt: skip
+                                elif cutlass.const_expr(row_next):
+                                    if not is_flush:
+                                        stage_next_row(
+                                            pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp,
+                                            self.NTILE, lane, nxt_live, self.t1l2,
+                                            self.TILES_PER_WARP,
                                         )  # fmt: skip
                             elif cutlass.const_expr(self.late_seq and ti >= n_early):
                                 sa = load_state_tile(
@@ -2173,6 +2290,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         stage_next_tile(
                                             st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE,
                                             lane,
+                                        )  # fmt: skip
+                                    if cutlass.const_expr(row_next):
+                                        stage_next_row(
+                                            pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp,
+                                            self.NTILE, lane, nxt_live, self.t1l2,
+                                            self.TILES_PER_WARP,
                                         )  # fmt: skip
                                 for t16 in cutlass.range_constexpr(16):
                                     fi, fw = t16 // 4, t16 % 4
@@ -2427,6 +2550,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         self.io,
                                     )
                 else:
+                    if cutlass.const_expr(self.chain):
+                        # this pad row's zero-filling window copies land before the next row's
+                        # copies to the same addresses are issued (cp.async groups may complete
+                        # in any order)
+                        cute.arch.cp_async_wait_group(0)
+                    if cutlass.const_expr(self.chain and not skip_state):
+                        stage_next_row(
+                            pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp, self.NTILE, lane,
+                            nxt_live, self.t1l2, self.TILES_PER_WARP,
+                        )  # fmt: skip
                     if cutlass.const_expr(self.persist):
                         sa_nxt = prefetch_state_tiles(
                             pool,
@@ -2463,7 +2596,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     ab_cur = ab_nxt
             if cutlass.const_expr(self.pf or self.early):
                 cute.arch.cp_async_wait_group(0)  # no copy in flight when the CTA retires
-            if cutlass.const_expr(self.bulk and not skip_state):
+            if cutlass.const_expr(self.bulk and not skip_state and not self.chain):
                 if slot < Int32(0):
                     # a pad row never waited for its entry copies (live rows waited for every
                     # phase; waiting again on a completed parity-0 phase would block)
@@ -2562,7 +2695,8 @@ def compile_variant(
     t1l2: bulk modes prefetch a warp's later state tiles into L2 at entry (GDN_UCACHE_T1L2=0/1
     overrides; ignored by the register modes).
     wvearly: the window weights before phase 1's barrier, from g words loaded at entry (one CTA
-    barrier fewer in late13; GDN_UCACHE_WVEARLY=0/1 overrides; not with persistent CTAs).
+    barrier fewer in late13; GDN_UCACHE_WVEARLY=0/1 overrides; not with the register modes'
+    persistent CTAs).
     xpf: rows ahead whose state, live window rows, q/k/v rows and gates each CTA prefetches into
     L2 (0 = off; GDN_UCACHE_XPF overrides; bulk modes only, not with persistent CTAs).
     actfirst: the q/k/v and gate loads are issued with the cursor loads, before the first
@@ -2571,7 +2705,10 @@ def compile_variant(
     dsreg: bulk modes at BV=128, T <= 4 keep the projections in registers (no ds round trip:
     late13 fits 7 CTAs/SM); implies nobar (GDN_UCACHE_DSREG=0/1 overrides).
     nobar: BV >= 64: a warp barrier instead of the CTA barrier before the epilogue (each warp
-    reads only its own projections; GDN_UCACHE_NOBAR=0/1 overrides; not with persistent CTAs).
+    reads only its own projections; GDN_UCACHE_NOBAR=0/1 overrides; not with the register modes'
+    persistent CTAs).
+    persist with late 10/13 (chain): BV=128 and prefetch 0 only (the next row's first state tile
+    is copied during this row's epilogue; every live row completes two mbarrier phases per warp).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -2592,10 +2729,12 @@ def compile_variant(
             f"late={late} (bulk-staged state) needs BV={need} (every warp owns its tiles), got "
             f"BV={BV}: set GDN_UCACHE_BV={bulk_bv[-1]} or another GDN_UCACHE_LATE"
         )
-    if late in BULK_LATES and persist:
+    if late in BULK_LATES and persist and (BV != 128 or int(prefetch) > 0):
         raise ValueError(
-            f"late={late} (state staged in shared memory) runs one row per CTA: unset "
-            "GDN_UCACHE_LATE or set GDN_UCACHE_PERSIST=0"
+            f"late={late} with persistent CTAs (chain) needs BV=128 (two tiles per warp keep the "
+            f"mbarrier parity per row) and no second window buffer, got BV={BV}, "
+            f"prefetch={prefetch}: set GDN_UCACHE_BV=128 and GDN_UCACHE_PREFETCH=0, or "
+            "GDN_UCACHE_PERSIST=0"
         )
     import cuda.bindings.driver as cuda_drv
     import cutlass
@@ -2611,11 +2750,12 @@ def compile_variant(
     bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
     t1early = _flag_knob("GDN_UCACHE_T1EARLY", t1early) and late in BULK_LATES
     t1l2 = _flag_knob("GDN_UCACHE_T1L2", t1l2) and late in BULK_LATES
-    wvearly = _flag_knob("GDN_UCACHE_WVEARLY", wvearly) and not persist
+    chain = bool(persist) and late in BULK_LATES
+    wvearly = _flag_knob("GDN_UCACHE_WVEARLY", wvearly) and (not persist or chain)
     actfirst = _flag_knob("GDN_UCACHE_ACTFIRST", actfirst) and not persist
     # as the kernel class decides them (one cache key per distinct code)
     dsreg = _flag_knob("GDN_UCACHE_DSREG", dsreg) and late in BULK_LATES and BV == 128 and T <= 4
-    nobar = (_flag_knob("GDN_UCACHE_NOBAR", nobar) or dsreg) and BV >= 64 and not persist
+    nobar = (_flag_knob("GDN_UCACHE_NOBAR", nobar) or dsreg) and BV >= 64 and (not persist or chain)
     xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
     xpf = int(xpf_raw) if xpf_raw else int(xpf)
     if not 0 <= xpf < 1 << 16:

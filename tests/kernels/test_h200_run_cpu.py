@@ -19,6 +19,7 @@ echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
   "GDN_UCACHE_BV=${GDN_UCACHE_BV:-} GDN_UCACHE_XSPLIT=${GDN_UCACHE_XSPLIT:-}" \\
   "GDN_UCACHE_T1EARLY=${GDN_UCACHE_T1EARLY:-} GDN_UCACHE_XPF=${GDN_UCACHE_XPF:-}" \\
   "GDN_UCACHE_DSREG=${GDN_UCACHE_DSREG:-} GDN_UCACHE_NOBAR=${GDN_UCACHE_NOBAR:-}" \\
+  "GDN_UCACHE_PERSIST=${GDN_UCACHE_PERSIST:-} GDN_UCACHE_NPROG=${GDN_UCACHE_NPROG:-}" \\
   >>"$STUB_LOG"
 # the files a step's options name: a sweep's --json (propose reads the ones that exist),
 # propose's --write (the proposed kernel file), ncu's -o report
@@ -185,6 +186,30 @@ def test_k16_checks_dsreg_and_nobar_before_timing_them(tmp_path: Path) -> None:
         assert f"ncu-k16-dsreg{d}" in ln and f"GDN_UCACHE_DSREG={d}" in ln
         assert "--hv 32 --batch 256 --flush 0" in ln
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k16.tar.gz"]
+
+
+def test_k17_checks_chain_before_timing_it(tmp_path: Path) -> None:
+    """k17: #3's suite forced onto chain (late13 with persistent CTAs, several rows per CTA) with
+    the table's knobs and with dsreg, the chain launch candidates (both arms), then one sweep of
+    the table, the table + dsreg and both chain forms vs flashinfer, ncu of chain; one archive."""
+    calls, out = run_mode(tmp_path, "k17")
+    lines = calls.splitlines()
+    suites = [ln for ln in lines if "run_gpu_suite.py" in ln]
+    assert sorted(out_name(ln) for ln in suites) == [
+        "suite-k17-chain-dsreg-late13",
+        "suite-k17-chain-late13",
+    ]
+    for ln in suites:  # persistent with 2-3 programs: every CTA walks several rows
+        assert "GDN_UCACHE_PERSIST=" in ln and "GDN_UCACHE_NPROG=" in ln
+        assert "GDN_UCACHE_BV=128" in ln and "gdn_ucache_flush_next.py" in ln
+    conf = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
+    assert len(conf) == 1 and "candidate and (persist6 or persist7)" in conf[0]
+    sweep = [ln for ln in lines if "bench/knockout.py" in ln]
+    assert len(sweep) == 1 and "ours:base ours:base+dsreg" in sweep[0]
+    assert "ours:bv128+late13+persist6+t1early+t1l2+wvearly" in sweep[0]
+    profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
+    assert len(profiles) == 1 and "GDN_UCACHE_PERSIST=6" in profiles[0]
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k17.tar.gz"]
 
 
 def test_k9_mode_checks_v9_step_one(tmp_path: Path) -> None:

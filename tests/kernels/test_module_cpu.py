@@ -301,18 +301,58 @@ def test_unknown_late_mode_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.skipif(not _next_has_late(10), reason="no late10 in next")
-def test_bulk_modes_refuse_persistent_ctas_and_small_bv(monkeypatch: pytest.MonkeyPatch) -> None:
-    """late10 / late13 stage the state of one row per CTA, every warp owning its tiles: a
-    persistent grid and BV < 64 are refused by name."""
+def test_bulk_modes_refuse_small_bv_and_chain_outside_bv128(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """late10 / late13 need every warp to own its tiles (BV >= 64); with persistent CTAs (chain)
+    they need BV=128 (two tiles per warp: every live row completes two mbarrier phases per warp,
+    so the parity is the tile index) and no second window buffer. Each refusal names the knob."""
     knext = _load({}, "gdnu_cpu_next_bulk", NEXT)
     for late in ("10", "13"):
         monkeypatch.setenv("GDN_UCACHE_LATE", late)
-        with pytest.raises(ValueError, match=f"late={late} .*GDN_UCACHE_PERSIST=0"):
-            knext.compile_variant(4, 16, 32, 128, persist=True)
+        chain = rf"late={late} with persistent CTAs \(chain\) needs BV=128"
+        with pytest.raises(ValueError, match=chain + ".*got BV=64.*GDN_UCACHE_PERSIST=0"):
+            knext.compile_variant(4, 16, 32, 64, persist=True)
+        with pytest.raises(ValueError, match=chain + ".*prefetch=1.*GDN_UCACHE_PREFETCH=0"):
+            knext.compile_variant(4, 16, 32, 128, persist=True, prefetch=1)
         with pytest.raises(
             ValueError, match=rf"late={late} .*needs BV=64 or 128.*GDN_UCACHE_BV=128"
         ):
             knext.compile_variant(4, 16, 32, 32)
+
+
+@pytest.mark.skipif(not _next_has_late(13), reason="no late13 in next")
+def test_chain_copies_the_next_rows_first_tile_after_the_last_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """late13 with persistent CTAs (chain, t1early as in its candidates): the next row's tile 0
+    is copied at three more sites than the one-row kernel has copies (after a verify-only row's
+    last read, after a flush row's fold re-read, and from a pad row), each behind its proxy
+    fence; the MMAs are the same; a CTA barrier ends each row (shared memory is reused) and a pad
+    row waits for its zero-filling window copies; no pad-row wait on an entry copy is left."""
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("nvidia-cutlass-dsl (module `cutlass`) is not installed")
+    monkeypatch.setenv("GDN_UCACHE_T1EARLY", "1")
+    ptxs = {}
+    for persist in (0, 1):
+        dump = tmp_path / f"persist{persist}"
+        dump.mkdir()
+        variant = [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 13, persist, 0, 1]]
+        ptxs[persist] = _compile("sm_90a", variant, dump, NEXT)[1]
+    one, chain = ptxs[0], ptxs[1]
+    _portable(chain)
+
+    def n(text: str, op: str) -> int:
+        return text.count(op)
+
+    assert n(one, "cp.async.bulk.shared::cluster") == 3
+    assert n(chain, "cp.async.bulk.shared::cluster") == 6
+    assert n(chain, "mbarrier.arrive.expect_tx") == n(one, "mbarrier.arrive.expect_tx") + 3
+    assert n(chain, "fence.proxy.async") == n(one, "fence.proxy.async") + 3
+    assert n(chain, "mma.sync") == n(one, "mma.sync")
+    assert n(chain, "bar.sync") == n(one, "bar.sync") + 1
+    assert n(chain, "cp.async.wait_group") == n(one, "cp.async.wait_group") + 1
+    assert n(chain, "mbarrier.try_wait") == n(one, "mbarrier.try_wait") - 1
 
 
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.stem)
