@@ -26,7 +26,8 @@
 #                                  # a copy of the file (knockout.py propose --write: proposed-k6.py),
 #                                  # and that copy's bench/bench_ucache.py (ours vs flashinfer vs
 #                                  # the Triton baseline vs the floor, whole grid, both arms) and
-#                                  # short knock-out sweep (K6_KNOCKOUTS);
+#                                  # short knock-out sweep (K6_KNOCKOUTS); a file with chain
+#                                  # (late13 + persistent CTAs) also gets #3's suite forced onto it;
 #                                  # one archive kernel-k6.tar.gz. Runs after `source .gpu/env.sh`
 #                                  # or in the e2e host bundle's environment (/tmp/gdn-host/env.sh)
 #   bash bench/h200_run.sh k7      # <= 120 s (session 6): the shipped kernel vs another version
@@ -563,9 +564,16 @@ k6)
     # and session 13's xpf (row z + 2's bytes prefetched into L2: the suite's batches are small)
     # and actfirst (the activation loads leave with the cursor loads)
     # shellcheck disable=SC2086
+    # then, in a file that has it, chain (late13 with persistent CTAs; 2 programs: every CTA
+    # walks several rows, pad rows among them) with the same knobs (xpf and actfirst do not
+    # apply to persistent CTAs); after the other two: three suites at once need ~90 GB
     (export GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_XPF=2 \
       GDN_UCACHE_ACTFIRST=1 &&
-      FORCED_MODULE=$ship forced_suites k6-knobs 128 60 4 ${K6_FORCED:-13 10}) &
+      FORCED_MODULE=$ship forced_suites k6-knobs 128 60 4 ${K6_FORCED:-13 10} &&
+      if grep -q 'self.chain = ' "$ship"; then
+        GDN_UCACHE_PERSIST=6 GDN_UCACHE_NPROG=2 FORCED_MODULE=$ship \
+          forced_suites k6-chain 128 60 4 13
+      fi) &
     wait
   fi
   if [[ $steps == *" bench "* ]]; then

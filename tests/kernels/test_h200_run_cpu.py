@@ -303,6 +303,7 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     suites = [ln for ln in lines if "run_gpu_suite.py" in ln and "suite-k6-" in ln]
     names = sorted(out_name(ln) for ln in suites)
     assert names == [
+        "suite-k6-chain-late13",
         "suite-k6-knobs-late10",
         "suite-k6-knobs-late13",
         "suite-k6-late10",
@@ -310,8 +311,11 @@ def test_k6_measures_the_file_about_to_ship(tmp_path: Path) -> None:
     ]
     for ln in suites:
         assert "GDN_UCACHE_BV=128" in ln
-        assert ("GDN_UCACHE_T1EARLY=1" in ln) == ("knobs" in out_name(ln))
-        assert ("GDN_UCACHE_XPF=2" in ln) == ("knobs" in out_name(ln))
+        knobs = "knobs" in out_name(ln) or "chain" in out_name(ln)
+        assert ("GDN_UCACHE_T1EARLY=1" in ln) == knobs
+        # next has chain (late13 with persistent CTAs): its suite walks 2 programs
+        chain = "chain" in out_name(ln)
+        assert ("GDN_UCACHE_PERSIST=6 GDN_UCACHE_NPROG=2" in ln) == chain
     bench = [ln for ln in lines if "bench_ucache.py" in ln]
     assert len(bench) == 2 and all("triton_vllm" in ln and "final-v10-" in ln for ln in bench)
     sweeps = [ln for ln in lines if "knockout.py" in ln and " propose " not in ln]
@@ -351,6 +355,7 @@ def test_k6_steps_split_the_call(tmp_path: Path) -> None:
     assert "--conformance" not in lone, "no conformance half on this host: nothing to filter by"
     conf, out_c = run_mode(tmp_path / "conf", "k6", {"K6_STEPS": "conf"} | keep)
     assert "run_gpu_suite.py" in conf and "test_ours_conformance_gpu.py" in conf
+    assert "suite-k6-chain" not in conf, "the shipped file has no chain: no suite forced onto it"
     assert "bench_ucache.py" not in conf and "knockout.py" not in conf
     shutil.rmtree(tmp_path / "bench")
     (tmp_path / "bench").mkdir()
