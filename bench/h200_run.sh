@@ -468,22 +468,24 @@ k16)
 k17)
   # session 17: chain (late13 with persistent CTAs: each CTA walks rows z, z + nprog, ... and
   # copies the next row's first state tile during this row's epilogue). Conformance first: #3's
-  # suite forced onto chain with the table's B >= 128 knobs and with dsreg (2 and 3 programs:
-  # every CTA walks several rows, pad rows among them), the chain launch candidates in both arms;
-  # then one sweep of the table, the table + dsreg and both chain forms vs flashinfer (k16's
-  # dsreg question on this card too), and ncu of chain at HV=32 B=256 verify
+  # suite forced onto chain with the table's B >= 128 knobs and with dsreg + nextl2 (the next
+  # row's first bytes asked into L2) (2 and 3 programs: every CTA walks several rows, pad rows
+  # among them), the chain launch candidates in both arms; then one sweep of the table, the
+  # table + dsreg and the chain forms vs flashinfer (k16's dsreg question on this card too), and
+  # ncu of chain at HV=32 B=256 verify
   NEXTF=kernels/gdn_ucache_flush_next.py
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   GDN_UCACHE_PERSIST=6 GDN_UCACHE_NPROG=2 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
     GDN_UCACHE_WVEARLY=1 FORCED_MODULE=$NEXTF forced_suites k17-chain 128 60 4 13 &
   GDN_UCACHE_PERSIST=7 GDN_UCACHE_NPROG=3 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
-    GDN_UCACHE_DSREG=1 FORCED_MODULE=$NEXTF forced_suites k17-chain-dsreg 128 60 4 13 &
+    GDN_UCACHE_DSREG=1 GDN_UCACHE_NEXTL2=1 FORCED_MODULE=$NEXTF \
+    forced_suites k17-chain-dsreg-nextl2 128 60 4 13 &
   conformance candidate-k17 100 "candidate and (persist6 or persist7)"
   wait
   chain=ours:bv128+late13+persist6+t1early+t1l2+wvearly
   timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
     --flush 0 20 100 --budget-s 130 --json "$out/sweep-k17.json" --backends flashinfer \
-    --modules "ours=$NEXTF" --variants ours:base ours:base+dsreg "$chain" \
+    --modules "ours=$NEXTF" --variants ours:base ours:base+dsreg "$chain" "$chain+nextl2" \
     ours:bv128+late13+persist7+t1early+t1l2+wvearly+dsreg 2>&1 |
     tee "$out/sweep-k17.log" | grep -v '^# v' | tail -n 30 || true
   GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 GDN_UCACHE_PERSIST=6 GDN_UCACHE_T1EARLY=1 \

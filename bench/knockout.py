@@ -86,6 +86,9 @@ VARIANTS = {
     # implies it)
     "dsreg": {"GDN_UCACHE_DSREG": "1"},
     "nobar": {"GDN_UCACHE_NOBAR": "1"},
+    # session 17, chain only: the next row's windows, g row, q/k/v rows and gates asked into L2
+    # when its tile-0 copy is issued
+    "nextl2": {"GDN_UCACHE_NEXTL2": "1"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -139,6 +142,7 @@ CANDIDATES = (
     "bv128+late13+persist6+t1early+t1l2+wvearly",
     "bv128+late13+persist6+t1early+t1l2",
     "bv128+late13+persist7+t1early+t1l2+wvearly+dsreg",
+    "bv128+late13+persist6+t1early+t1l2+wvearly+nextl2",
 )
 
 KNOBS = (
@@ -160,6 +164,7 @@ KNOBS = (
     "GDN_UCACHE_ACTFIRST",
     "GDN_UCACHE_DSREG",
     "GDN_UCACHE_NOBAR",
+    "GDN_UCACHE_NEXTL2",
 )
 
 

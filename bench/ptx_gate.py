@@ -85,6 +85,7 @@ CONFIGS: dict[str, tuple[list, dict[str, str]]] = {
     # session 17: chain (late13 with persistent CTAs)
     "late13_bv128_chain": _config(13, persist=1, t1early="1", t1l2="1", wvearly="1"),
     "late13_bv128_chain_dsreg": _config(13, persist=1, t1early="1", t1l2="1", dsreg="1"),
+    "late13_bv128_chain_nextl2": _config(13, persist=1, t1early="1", t1l2="1", nextl2="1"),
 }
 QUICK = (
     "late0_bv32",

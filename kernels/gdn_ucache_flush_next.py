@@ -725,9 +725,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         v0: Any,
         lane: Any,
         BV: int,
+        with_state: bool = True,
     ) -> None:
         """Cross-row L2 prefetch, cursor-dependent part (lane 0 of one warp, warp-uniform
-        addresses): row zf's state rows v0..v0+BV of head hv (4 KB per bulk prefetch), its live
+        addresses): row zf's state rows v0..v0+BV of head hv (4 KB per bulk prefetch; not
+        without with_state), its live
         u-window rows (lead_v: the value head's first CTA) and k-window rows (lead_k: the key
         head's first CTA), each the ring slots base..base+P-1, at most two contiguous runs of
         256-byte rows, and the lines of its g row's first and last word (lead_v)."""
@@ -736,11 +738,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         n_live = cutlass.min(cutlass.max(P_f, Int32(0)), Int32(W_RING))
         b0 = base_f & Int32(RING_MASK)
         n1 = cutlass.min(n_live, Int32(RING_SLOTS) - b0)
-        st_head = pool + (s64 * pool_s0 + Int64((hv * V_DIM_C + v0) * K_DIM))
-        for c in range(BV // 16):  # 4 KB (16 rows) per prefetch, the size t1l2 asks for
-            l2_prefetch_bulk(
-                (st_head + Int64(c * 16 * K_DIM)).toint(), Int32(16 * K_DIM * 2), as_flag(one)
-            )
+        if with_state:
+            st_head = pool + (s64 * pool_s0 + Int64((hv * V_DIM_C + v0) * K_DIM))
+            for c in range(BV // 16):  # 4 KB (16 rows) per prefetch, the size t1l2 asks for
+                l2_prefetch_bulk(
+                    (st_head + Int64(c * 16 * K_DIM)).toint(), Int32(16 * K_DIM * 2), as_flag(one)
+                )
         for ring, ring_s0, head, mine in ((uc, uc_s0, hv, lead_v), (kc, kc_s0, ih, lead_k)):
             for r0, nrows in ((b0, n1), (Int32(0), n_live - n1)):
                 run = (ring + (s64 * ring_s0 + Int64((head * RING_SLOTS + r0) * K_DIM))).toint()
@@ -1176,6 +1179,27 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
         return g_words
 
+    @cute.jit
+    def l2_next_row(acts, rings, zf, slot_f, P_f, base_f, live, warp, lane, ih, hv, v0, BV, T):
+        # chain (nextl2): what row zf's prologue loads first (its live k/u window rows, g row,
+        # q/k/v rows and gates) asked into L2 by warp 3 when this row is done with the stage, so
+        # that the row's first DRAM trip after the row-end barrier hits L2 (a hint: results
+        # unchanged). Its state is not: tile 0 is being copied, t1l2 prefetches tile 1.
+        q, k, v, a, b, q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st = acts
+        kc, uc, gc, kc_s0, uc_s0, gc_s0 = rings
+        mine = (live != Int32(0)) & (warp == Int32(3))
+        xpf_row(
+            None, kc, uc, gc, None, kc_s0, uc_s0, gc_s0, slot_f, P_f, base_f, mine, mine, mine,
+            ih, hv, v0, lane, BV, with_state=False,
+        )  # fmt: skip
+        # a run-time loop over the tokens (see xpf: unrolled, ptxas hoists all T addresses)
+        for t_f in cutlass.range(T, unroll=1):
+            xpf_token(
+                q, k, v, q_sb, q_st, k_sb, k_st, v_sb, v_st, zf, t_f, mine & (lane == Int32(0)),
+                mine, ih, hv, v0, BV,
+            )  # fmt: skip
+        xpf_gates(a, b, a_sb, a_st, b_sb, b_st, zf, mine, hv, lane, T)
+
     class GdnDecodeUCacheFlushKernel:
         """One compiled variant: static config in __init__, host @cute.jit __call__, device code."""
 
@@ -1206,6 +1230,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             actfirst: bool = False,
             dsreg: bool = False,
             nobar: bool = False,
+            nextl2: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -1336,6 +1361,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # one row per CTA: the q/k/v and gate loads leave with the cursor loads, before the
             # window and state copies that wait for the cursors (a block boundary; see there)
             self.actfirst = actfirst and not persist
+            # chain: the next row's windows, g row, q/k/v rows and gates asked into L2 (warp 3)
+            # when its tile-0 copy is issued, so its first DRAM trip after the row-end barrier
+            # is an L2 hit (one row ahead, not xpf's rows of other CTAs)
+            self.nextl2 = nextl2 and self.chain
 
         @cute.jit
         def __call__(
@@ -1599,6 +1628,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
 
             ab_cur = [Float32(0.0)]
             dims = (T, BV, NX, XR, VSS, XPARTS)
+            # (nextl2) the activation and ring tensors as l2_next_row takes them
+            nx_acts = (q, k, v, a, b, q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st)
+            nx_rings = (kc, uc, gc, kc_s0, uc_s0, gc_s0)
             acts_pre = None
             if cutlass.const_expr(self.early and not self.chain):
                 acts_pre = row_act_loads(
@@ -2351,6 +2383,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                                 newc[fr][fi],
                                             )
 
+                    if cutlass.const_expr(self.nextl2):
+                        l2_next_row(
+                            nx_acts, nx_rings, bn, nslot, nP, nbase, nxt_live, warp, lane, ih,
+                            hv, v0, BV, T,
+                        )  # fmt: skip
                     if cutlass.const_expr(not self.nobar):
                         cute.arch.sync_threads()
                     elif cutlass.const_expr(not self.dsreg):
@@ -2560,6 +2597,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp, self.NTILE, lane,
                             nxt_live, self.t1l2, self.TILES_PER_WARP,
                         )  # fmt: skip
+                    if cutlass.const_expr(self.nextl2):
+                        l2_next_row(
+                            nx_acts, nx_rings, bn, nslot, nP, nbase, nxt_live, warp, lane, ih,
+                            hv, v0, BV, T,
+                        )  # fmt: skip
                     if cutlass.const_expr(self.persist):
                         sa_nxt = prefetch_state_tiles(
                             pool,
@@ -2685,6 +2727,7 @@ def compile_variant(
     actfirst: bool = False,
     dsreg: bool = False,
     nobar: bool = False,
+    nextl2: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -2709,6 +2752,8 @@ def compile_variant(
     persistent CTAs).
     persist with late 10/13 (chain): BV=128 and prefetch 0 only (the next row's first state tile
     is copied during this row's epilogue; every live row completes two mbarrier phases per warp).
+    nextl2: chain only: the next row's windows, g row, q/k/v rows and gates asked into L2 when its
+    tile-0 copy is issued (GDN_UCACHE_NEXTL2=0/1 overrides).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -2756,6 +2801,7 @@ def compile_variant(
     # as the kernel class decides them (one cache key per distinct code)
     dsreg = _flag_knob("GDN_UCACHE_DSREG", dsreg) and late in BULK_LATES and BV == 128 and T <= 4
     nobar = (_flag_knob("GDN_UCACHE_NOBAR", nobar) or dsreg) and BV >= 64 and (not persist or chain)
+    nextl2 = _flag_knob("GDN_UCACHE_NEXTL2", nextl2) and chain
     xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
     xpf = int(xpf_raw) if xpf_raw else int(xpf)
     if not 0 <= xpf < 1 << 16:
@@ -2800,6 +2846,7 @@ def compile_variant(
         actfirst,
         dsreg,
         nobar,
+        nextl2,
         arch,
     )
     fn = _CACHE.get(key)
@@ -2831,6 +2878,7 @@ def compile_variant(
         actfirst=actfirst,
         dsreg=dsreg,
         nobar=nobar,
+        nextl2=nextl2,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -2991,7 +3039,7 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in ("pf", "pf1", "pf2"):
             out["prefetch"] = int(part[2:] or 1)
             continue
-        if part in ("t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar"):
+        if part in ("t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2"):
             out[part] = 1
             continue
         for key in ("bv", "mbp", "late", "persist", "xpf"):
@@ -3045,6 +3093,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     actfirst = knob("GDN_UCACHE_ACTFIRST", "actfirst", 0)
     dsreg = knob("GDN_UCACHE_DSREG", "dsreg", 0)
     nobar = knob("GDN_UCACHE_NOBAR", "nobar", 0)
+    nextl2 = knob("GDN_UCACHE_NEXTL2", "nextl2", 0)
     return {
         "bv": bv,
         "mbp": mbp,
@@ -3058,6 +3107,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
         "actfirst": actfirst,
         "dsreg": dsreg,
         "nobar": nobar,
+        "nextl2": nextl2,
     }
 
 
@@ -3438,6 +3488,7 @@ def _launch(
         actfirst=bool(cfg["actfirst"]),
         dsreg=bool(cfg["dsreg"]),
         nobar=bool(cfg["nobar"]),
+        nextl2=bool(cfg["nextl2"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )

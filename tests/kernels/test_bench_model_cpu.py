@@ -16,7 +16,7 @@ NEXT = KERNEL.with_name("gdn_ucache_flush_next.py")
 
 
 # on/off launch knobs the table may name (session 12)
-FLAG_KNOBS = {"t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar"}
+FLAG_KNOBS = {"t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2"}
 
 
 def test_floor_matches_kernel_spec_tables() -> None:
@@ -130,6 +130,12 @@ def test_tuned_table_lookup(knext, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(knext, "_TUNED_T4", {32: {1: "bv128+persist4+pf2"}})
     cfg = knext.launch_config(256, 32, 4, cpu)
     assert (cfg["nprog"], cfg["mbp"], cfg["prefetch"]) == (16, 4, 2)
+    # chain (late13 with persistent CTAs): 6 per SM on 132 SMs at HV=32 -> 24 programs of 10-11
+    # rows, launch bound 6; below one wave of rows it is one row per CTA again
+    monkeypatch.setattr(knext, "_TUNED_T4", {32: {1: "bv128+late13+persist6+t1early+nextl2"}})
+    cfg = knext.launch_config(256, 32, 4, cpu)
+    assert (cfg["nprog"], cfg["mbp"], cfg["late"], cfg["nextl2"]) == (24, 6, 13, 1)
+    assert knext.launch_config(16, 32, 4, cpu)["nprog"] == 16
 
 
 @pytest.mark.parametrize("which", ["shipped", "next"])

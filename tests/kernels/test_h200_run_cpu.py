@@ -196,7 +196,7 @@ def test_k17_checks_chain_before_timing_it(tmp_path: Path) -> None:
     lines = calls.splitlines()
     suites = [ln for ln in lines if "run_gpu_suite.py" in ln]
     assert sorted(out_name(ln) for ln in suites) == [
-        "suite-k17-chain-dsreg-late13",
+        "suite-k17-chain-dsreg-nextl2-late13",
         "suite-k17-chain-late13",
     ]
     for ln in suites:  # persistent with 2-3 programs: every CTA walks several rows
@@ -206,7 +206,8 @@ def test_k17_checks_chain_before_timing_it(tmp_path: Path) -> None:
     assert len(conf) == 1 and "candidate and (persist6 or persist7)" in conf[0]
     sweep = [ln for ln in lines if "bench/knockout.py" in ln]
     assert len(sweep) == 1 and "ours:base ours:base+dsreg" in sweep[0]
-    assert "ours:bv128+late13+persist6+t1early+t1l2+wvearly" in sweep[0]
+    assert " ours:bv128+late13+persist6+t1early+t1l2+wvearly " in sweep[0]
+    assert " ours:bv128+late13+persist6+t1early+t1l2+wvearly+nextl2 " in sweep[0]
     profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
     assert len(profiles) == 1 and "GDN_UCACHE_PERSIST=6" in profiles[0]
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k17.tar.gz"]

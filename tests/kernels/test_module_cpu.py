@@ -353,6 +353,19 @@ def test_chain_copies_the_next_rows_first_tile_after_the_last_read(
     assert n(chain, "bar.sync") == n(one, "bar.sync") + 1
     assert n(chain, "cp.async.wait_group") == n(one, "cp.async.wait_group") + 1
     assert n(chain, "mbarrier.try_wait") == n(one, "mbarrier.try_wait") - 1
+    # nextl2 (chain only): at the two sites where a row is done with the stage (a live row after
+    # its tile loop, a pad row at once), warp 3 asks L2 for the next row's first bytes: per site
+    # 4 window runs + q/k/v of the token loop (7 bulk prefetches) and 3 lines (the g row's first
+    # and last word, the gates); the copies and MMAs are unchanged
+    monkeypatch.setenv("GDN_UCACHE_NEXTL2", "1")
+    dump = tmp_path / "nextl2"
+    dump.mkdir()
+    variant = [[4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 13, 1, 0, 1]]
+    l2 = _compile("sm_90a", variant, dump, NEXT)[1]
+    assert n(chain, "cp.async.bulk.prefetch.L2") == 0 and n(chain, "prefetch.global.L2") == 0
+    assert n(l2, "cp.async.bulk.prefetch.L2") == 14 and n(l2, "prefetch.global.L2") == 6
+    for op in ("cp.async.bulk.shared::cluster", "mma.sync", "bar.sync"):
+        assert n(l2, op) == n(chain, op), op
 
 
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.stem)
