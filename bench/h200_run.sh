@@ -480,7 +480,7 @@ k17)
   GDN_UCACHE_PERSIST=7 GDN_UCACHE_NPROG=3 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
     GDN_UCACHE_DSREG=1 GDN_UCACHE_NEXTL2=1 FORCED_MODULE=$NEXTF \
     forced_suites k17-chain-dsreg-nextl2 128 60 4 13 &
-  conformance candidate-k17 100 "candidate and (persist6 or persist7)"
+  conformance candidate-k17 100 "candidate and (persist6 or persist7 or bv64+actfirst)"
   wait
   chain=ours:bv128+late13+persist6+t1early+t1l2+wvearly
   timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
@@ -488,6 +488,12 @@ k17)
     --modules "ours=$NEXTF" --variants ours:base ours:base+dsreg "$chain" "$chain+nextl2" \
     ours:bv128+late13+persist7+t1early+t1l2+wvearly+dsreg 2>&1 |
     tee "$out/sweep-k17.log" | grep -v '^# v' | tail -n 30 || true
+  # B=1 on a warm L2 (the 4 us target: HV 48/64 take bv128 there, 48-64 CTAs, 4.3-4.4 us in
+  # v10-k6): more, smaller CTAs per head
+  timeout 40 python3 bench/knockout.py --warm --reps 20 --arm serving --hv 32 48 64 --batch 1 \
+    --flush 0 20 100 --budget-s 30 --json "$out/warm-b1-k17.json" --backends flashinfer \
+    --modules "ours=$NEXTF" --variants ours:base ours:bv32+actfirst ours:bv64+actfirst \
+    ours:bv128+actfirst 2>&1 | tee "$out/warm-b1-k17.log" | grep -v '^# v' | tail -n 12 || true
   GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 GDN_UCACHE_PERSIST=6 GDN_UCACHE_T1EARLY=1 \
     GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 ncu_profile ncu-k17-chain 60 --backends ours --hv 32 \
     --batch 256 --flush 0

@@ -122,6 +122,7 @@ CANDIDATES = (
     "bv128+late10+mbp0+actfirst",
     "bv128+late3+mbp5+actfirst",  # the B=8 entry with it
     "bv32+actfirst",  # the B=1 entries with it
+    "bv64+actfirst",  # session 17: B=1 at HV 48/64 (bv128 there: 48-64 CTAs; warm 4.3-4.4 us)
     "bv128+actfirst",
     "bv64+mbp7",
     "bv32",

@@ -203,9 +203,11 @@ def test_k17_checks_chain_before_timing_it(tmp_path: Path) -> None:
         assert "GDN_UCACHE_PERSIST=" in ln and "GDN_UCACHE_NPROG=" in ln
         assert "GDN_UCACHE_BV=128" in ln and "gdn_ucache_flush_next.py" in ln
     conf = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
-    assert len(conf) == 1 and "candidate and (persist6 or persist7)" in conf[0]
-    sweep = [ln for ln in lines if "bench/knockout.py" in ln]
+    assert len(conf) == 1 and "candidate and (persist6 or persist7 or bv64+actfirst)" in conf[0]
+    sweep = [ln for ln in lines if "bench/knockout.py" in ln and "--warm" not in ln]
     assert len(sweep) == 1 and "ours:base ours:base+dsreg" in sweep[0]
+    (warm,) = [ln for ln in lines if "bench/knockout.py --warm" in ln]
+    assert "--batch 1 " in warm and " ours:bv64+actfirst " in warm
     assert " ours:bv128+late13+persist6+t1early+t1l2+wvearly " in sweep[0]
     assert " ours:bv128+late13+persist6+t1early+t1l2+wvearly+nextl2 " in sweep[0]
     profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
