@@ -373,6 +373,8 @@ def test_compile_sm100a(tmp_path: Path, path: Path) -> None:
     variants = [[4, 16, 32, 64, "bf16", "fp16", "fp16", 0]]
     if _has_knobs(path):
         variants.append([4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 1, 1, 2])
+    if path == NEXT and "self.chain = " in path.read_text():
+        variants.append([4, 16, 32, 128, "bf16", "fp16", "fp16", 0, 13, 1, 0, 1])  # chain
     timings, ptx = _compile("sm_100a", variants, tmp_path, path)
     _portable(ptx)
 
