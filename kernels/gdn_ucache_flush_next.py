@@ -822,15 +822,18 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         warp: Any,
         ntile: int,
         lane: Any,
-        live: Any,
+        has_next: Any,
         t1l2: bool,
         tiles_per_warp: int,
     ) -> None:
         """chain: the warp's tile 0 of the next row (pool slot `slot`) into the stage once every
-        lane has read this row's last tile; only when live != 0 (a next row that is not a pad
-        row: pad rows consume no mbarrier phase). With t1l2 its later tiles go to L2 too."""
+        lane has read this row's last tile; only when there is a next row (has_next != 0) and it
+        is not a pad row (pad rows consume no mbarrier phase). With t1l2 its later tiles go to
+        L2 too. The slot test is made here, not where the slot was loaded (the row's top): a
+        compare there would wait for the load before the row's own loads leave."""
+        live = (has_next != Int32(0)) & (slot >= Int32(0))
         head = pool + (Int64(cutlass.max(slot, Int32(0))) * pool_s0 + Int64(hv * V_DIM_C * K_DIM))
-        lane_or_off = cutlass.select_(live != Int32(0), lane, Int32(32))  # lane 32: no copy
+        lane_or_off = cutlass.select_(live, lane, Int32(32))  # lane 32: no copy
         stage_next_tile(head, stage, mbar_w, v0, warp, 0, ntile, lane_or_off)
         if t1l2:
             for ti in range(1, tiles_per_warp):
@@ -1180,14 +1183,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         return g_words
 
     @cute.jit
-    def l2_next_row(acts, rings, zf, slot_f, P_f, base_f, live, warp, lane, ih, hv, v0, BV, T):
+    def l2_next_row(
+        acts, rings, zf, slot_f, P_f, base_f, has_next, warp, lane, ih, hv, v0, BV, T
+    ):  # fmt: skip
         # chain (nextl2): what row zf's prologue loads first (its live k/u window rows, g row,
         # q/k/v rows and gates) asked into L2 by warp 3 when this row is done with the stage, so
         # that the row's first DRAM trip after the row-end barrier hits L2 (a hint: results
         # unchanged). Its state is not: tile 0 is being copied, t1l2 prefetches tile 1.
         q, k, v, a, b, q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st = acts
         kc, uc, gc, kc_s0, uc_s0, gc_s0 = rings
-        mine = (live != Int32(0)) & (warp == Int32(3))
+        mine = (has_next != Int32(0)) & (slot_f >= Int32(0)) & (warp == Int32(3))
         xpf_row(
             None, kc, uc, gc, None, kc_s0, uc_s0, gc_s0, slot_f, P_f, base_f, mine, mine, mine,
             ih, hv, v0, lane, BV, with_state=False,
@@ -1750,11 +1755,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     nbase = cute.arch.load(cbase + bn, Int32)
                 kpk_row = kpk_pre
                 g_words = g_pre
-                nxt_live = Int32(0)
+                has_next = Int32(0)
                 if cutlass.const_expr(self.chain):
                     # the one-row prologue for row bi (its tile 0 is in flight since the previous
                     # row's last stage read, or since entry)
-                    nxt_live = as_flag((it + Int32(1) < n_items) & (nslot >= Int32(0)))
+                    has_next = as_flag(it + Int32(1) < n_items)  # (no wait on the next cursors)
                     acts_row = row_act_loads(
                         self, dims, bi, tid, c8, ih, hv, v0, q, k, v, a, b, a_log, dt_bias, q_sb,
                         q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st,
@@ -2222,14 +2227,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 if cutlass.const_expr(row_next and "fold" in self.skip):
                                     stage_next_row(
                                         pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp,
-                                        self.NTILE, lane, nxt_live, self.t1l2,
+                                        self.NTILE, lane, has_next, self.t1l2,
                                         self.TILES_PER_WARP,
                                     )  # fmt: skip
                                 elif cutlass.const_expr(row_next):
                                     if not is_flush:
                                         stage_next_row(
                                             pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp,
-                                            self.NTILE, lane, nxt_live, self.t1l2,
+                                            self.NTILE, lane, has_next, self.t1l2,
                                             self.TILES_PER_WARP,
                                         )  # fmt: skip
                             elif cutlass.const_expr(self.late_seq and ti >= n_early):
@@ -2326,7 +2331,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     if cutlass.const_expr(row_next):
                                         stage_next_row(
                                             pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp,
-                                            self.NTILE, lane, nxt_live, self.t1l2,
+                                            self.NTILE, lane, has_next, self.t1l2,
                                             self.TILES_PER_WARP,
                                         )  # fmt: skip
                                 for t16 in cutlass.range_constexpr(16):
@@ -2385,7 +2390,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
 
                     if cutlass.const_expr(self.nextl2):
                         l2_next_row(
-                            nx_acts, nx_rings, bn, nslot, nP, nbase, nxt_live, warp, lane, ih,
+                            nx_acts, nx_rings, bn, nslot, nP, nbase, has_next, warp, lane, ih,
                             hv, v0, BV, T,
                         )  # fmt: skip
                     if cutlass.const_expr(not self.nobar):
@@ -2595,11 +2600,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     if cutlass.const_expr(self.chain and not skip_state):
                         stage_next_row(
                             pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp, self.NTILE, lane,
-                            nxt_live, self.t1l2, self.TILES_PER_WARP,
+                            has_next, self.t1l2, self.TILES_PER_WARP,
                         )  # fmt: skip
                     if cutlass.const_expr(self.nextl2):
                         l2_next_row(
-                            nx_acts, nx_rings, bn, nslot, nP, nbase, nxt_live, warp, lane, ih,
+                            nx_acts, nx_rings, bn, nslot, nP, nbase, has_next, warp, lane, ih,
                             hv, v0, BV, T,
                         )  # fmt: skip
                     if cutlass.const_expr(self.persist):
