@@ -1636,8 +1636,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # (nextl2) the activation and ring tensors as l2_next_row takes them
             nx_acts = (q, k, v, a, b, q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st)
             nx_rings = (kc, uc, gc, kc_s0, uc_s0, gc_s0)
+            # one row per CTA: the one-row prologue runs once, here, before the row loop (chain runs
+            # it at the start of every row)
+            prologue_at_entry = self.early and not self.chain
             acts_pre = None
-            if cutlass.const_expr(self.early and not self.chain):
+            if cutlass.const_expr(prologue_at_entry):
                 acts_pre = row_act_loads(
                     self, dims, z0, tid, c8, ih, hv, v0, q, k, v, a, b, a_log, dt_bias, q_sb,
                     q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st,
@@ -1687,13 +1690,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     v0, tid, qk16, v16, T, BV,
                 )  # fmt: skip
                 ab_cur = load_gates(a, b, a_sb, a_st, b_sb, b_st, z0, slot, hv, tid, T, self.io)
-            if cutlass.const_expr(self.pf or (self.early and not self.chain)):
+            if cutlass.const_expr(self.pf or prologue_at_entry):
                 issue_windows(
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
                     kc16, uw16, graw, BV, KPW,
                 )  # fmt: skip
             g_pre = []
-            if cutlass.const_expr(self.wvearly and not self.chain):
+            if cutlass.const_expr(self.wvearly and prologue_at_entry):
                 g_pre = row_g_words(gc, gc_s0, slot_ld, hv, base, P, tid)
             if cutlass.const_expr(self.bulk):
                 if lane == 0:
@@ -1736,7 +1739,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         )  # fmt: skip
                     xpf_gates(a, b, a_sb, a_st, b_sb, b_st, zfc, live_f & lead_v, hv, lane, T)
             kpk_pre = []
-            if cutlass.const_expr(self.early and not self.chain):
+            if cutlass.const_expr(prologue_at_entry):
                 kpk_pre = row_acts_to_smem(
                     self, dims, acts_pre, tid, warp, lane, c8, scale, xs_ptr, xb, vs, gam, beta
                 )
@@ -2597,11 +2600,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         # copies to the same addresses are issued (cp.async groups may complete
                         # in any order)
                         cute.arch.cp_async_wait_group(0)
-                    if cutlass.const_expr(self.chain and not skip_state):
-                        stage_next_row(
-                            pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp, self.NTILE, lane,
-                            has_next, self.t1l2, self.TILES_PER_WARP,
-                        )  # fmt: skip
+                        if cutlass.const_expr(not skip_state):
+                            stage_next_row(
+                                pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp, self.NTILE,
+                                lane, has_next, self.t1l2, self.TILES_PER_WARP,
+                            )  # fmt: skip
                     if cutlass.const_expr(self.nextl2):
                         l2_next_row(
                             nx_acts, nx_rings, bn, nslot, nP, nbase, has_next, warp, lane, ih,
