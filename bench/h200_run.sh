@@ -89,6 +89,7 @@
 #   bash bench/h200_run.sh k17     # ~300 s (session 17): chain (late13 with persistent CTAs):
 #                                  # #3's suite forced onto it (with dsreg too), its launch
 #                                  # candidates, the sweep vs the table, dsreg and flashinfer, ncu
+#                                  # (K17_NCU=0: without it, ~240 s)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -494,9 +495,12 @@ k17)
     --flush 0 20 100 --budget-s 30 --json "$out/warm-b1-k17.json" --backends flashinfer \
     --modules "ours=$NEXTF" --variants ours:base ours:bv32+actfirst ours:bv64+actfirst \
     ours:bv128+actfirst 2>&1 | tee "$out/warm-b1-k17.log" | grep -v '^# v' | tail -n 12 || true
-  GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 GDN_UCACHE_PERSIST=6 GDN_UCACHE_T1EARLY=1 \
-    GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 ncu_profile ncu-k17-chain 60 --backends ours --hv 32 \
-    --batch 256 --flush 0
+  # K17_NCU=0 leaves the profile out (~60 s) where the device budget is short
+  if [[ ${K17_NCU:-1} == 1 ]]; then
+    GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 GDN_UCACHE_PERSIST=6 GDN_UCACHE_T1EARLY=1 \
+      GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 ncu_profile ncu-k17-chain 60 --backends ours \
+      --hv 32 --batch 256 --flush 0
+  fi
   echo "# h200_run k17: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k17.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
