@@ -89,7 +89,8 @@
 #   bash bench/h200_run.sh k17     # ~300 s (session 17): chain (late13 with persistent CTAs):
 #                                  # #3's suite forced onto it (with dsreg too), its launch
 #                                  # candidates, the sweep vs the table, dsreg and flashinfer, ncu
-#                                  # (K17_NCU=0: without it, ~240 s)
+#                                  # (K17_NCU=0: without it; K17_SHORT=1: ~170 s, chain's
+#                                  # forced suite and a sweep of the table vs chain only)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -476,6 +477,20 @@ k17)
   # ncu of chain at HV=32 B=256 verify
   NEXTF=kernels/gdn_ucache_flush_next.py
   export GDN_UCACHE_OURS_MODULE=$NEXTF
+  chain=ours:bv128+late13+persist6+t1early+t1l2+wvearly
+  if [[ ${K17_SHORT:-0} == 1 ]]; then
+    # ~170 s, for a device budget too short for the rest: chain's forced suite alone (8 jobs),
+    # then the table vs chain (with and without nextl2) vs flashinfer at B >= 32
+    GDN_UCACHE_PERSIST=6 GDN_UCACHE_NPROG=2 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
+      GDN_UCACHE_WVEARLY=1 FORCED_MODULE=$NEXTF forced_suites k17-chain 128 60 8 13
+    timeout 90 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 128 32 \
+      --flush 0 20 100 --budget-s 75 --json "$out/sweep-k17.json" --backends flashinfer \
+      --modules "ours=$NEXTF" --variants ours:base "$chain" "$chain+nextl2" 2>&1 |
+      tee "$out/sweep-k17.log" | grep -v '^# v' | tail -n 30 || true
+    echo "# h200_run k17 (short): wall $((SECONDS - t_all)) s"
+    tar -czf "$out/../kernel-k17.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+    exit 0
+  fi
   GDN_UCACHE_PERSIST=6 GDN_UCACHE_NPROG=2 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
     GDN_UCACHE_WVEARLY=1 FORCED_MODULE=$NEXTF forced_suites k17-chain 128 60 4 13 &
   GDN_UCACHE_PERSIST=7 GDN_UCACHE_NPROG=3 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
@@ -483,7 +498,6 @@ k17)
     forced_suites k17-chain-dsreg-nextl2 128 60 4 13 &
   conformance candidate-k17 100 "candidate and (persist6 or persist7 or bv64+actfirst)"
   wait
-  chain=ours:bv128+late13+persist6+t1early+t1l2+wvearly
   timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
     --flush 0 20 100 --budget-s 130 --json "$out/sweep-k17.json" --backends flashinfer \
     --modules "ours=$NEXTF" --variants ours:base ours:base+dsreg "$chain" "$chain+nextl2" \
