@@ -481,12 +481,16 @@ k17)
   if [[ ${K17_SHORT:-0} == 1 ]]; then
     # ~170 s, for a device budget too short for the rest: chain's forced suite alone (8 jobs),
     # then the table vs chain (with and without nextl2) vs flashinfer at B >= 32
-    GDN_UCACHE_PERSIST=6 GDN_UCACHE_NPROG=2 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
-      GDN_UCACHE_WVEARLY=1 FORCED_MODULE=$NEXTF forced_suites k17-chain 128 60 8 13
+    # K17_SUITE=0 leaves the suite out; K17_VARIANTS replaces the sweep's variants
+    if [[ ${K17_SUITE:-1} == 1 ]]; then
+      GDN_UCACHE_PERSIST=6 GDN_UCACHE_NPROG=2 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
+        GDN_UCACHE_WVEARLY=1 FORCED_MODULE=$NEXTF forced_suites k17-chain 128 60 8 13
+    fi
+    # shellcheck disable=SC2086 # a word list
     timeout 90 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 128 32 \
       --flush 0 20 100 --budget-s 75 --json "$out/sweep-k17.json" --backends flashinfer \
-      --modules "ours=$NEXTF" --variants ours:base "$chain" "$chain+nextl2" 2>&1 |
-      tee "$out/sweep-k17.log" | grep -v '^# v' | tail -n 30 || true
+      --modules "ours=$NEXTF" --variants ${K17_VARIANTS:-ours:base $chain $chain+nextl2} 2>&1 |
+      tee "$out/sweep-k17.log" | grep -v '^# v' | tail -n 40 || true
     echo "# h200_run k17 (short): wall $((SECONDS - t_all)) s"
     tar -czf "$out/../kernel-k17.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
     exit 0
