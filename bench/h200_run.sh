@@ -89,8 +89,8 @@
 #   bash bench/h200_run.sh k17     # ~300 s (session 17): chain (late13 with persistent CTAs):
 #                                  # #3's suite forced onto it (with dsreg too), its launch
 #                                  # candidates, the sweep vs the table, dsreg and flashinfer, ncu
-#                                  # (K17_NCU=0: without it; K17_SHORT=1: ~170 s, chain's
-#                                  # forced suite and a sweep of the table vs chain only)
+#                                  # (K17_NCU=0: without it; K17_SHORT=1: chain's forced suite
+#                                  # and a sweep of the table vs chain only, 45 s on an H100)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -478,46 +478,46 @@ k17)
   NEXTF=kernels/gdn_ucache_flush_next.py
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   chain=ours:bv128+late13+persist6+t1early+t1l2+wvearly
-  if [[ ${K17_SHORT:-0} == 1 ]]; then
-    # ~170 s, for a device budget too short for the rest: chain's forced suite alone (8 jobs),
-    # then the table vs chain (with and without nextl2) vs flashinfer at B >= 32
-    # K17_SUITE=0 leaves the suite out; K17_VARIANTS replaces the sweep's variants
-    if [[ ${K17_SUITE:-1} == 1 ]]; then
-      GDN_UCACHE_PERSIST=6 GDN_UCACHE_NPROG=2 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
-        GDN_UCACHE_WVEARLY=1 FORCED_MODULE=$NEXTF forced_suites k17-chain 128 60 8 13
-    fi
+  # K17_SHORT=1 (a device budget too short for the rest; 45 s on an H100): chain's forced suite
+  # alone (8 jobs), then the table vs chain (with and without nextl2) vs flashinfer at B >= 32;
+  # K17_SUITE=0 leaves chain's forced suite out, K17_VARIANTS replaces the short sweep's variants
+  short=${K17_SHORT:-0}
+  if [[ ${K17_SUITE:-1} == 1 ]]; then
+    GDN_UCACHE_PERSIST=6 GDN_UCACHE_NPROG=2 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
+      GDN_UCACHE_WVEARLY=1 FORCED_MODULE=$NEXTF \
+      forced_suites k17-chain 128 60 "$((short == 1 ? 8 : 4))" 13 &
+  fi
+  if [[ $short == 1 ]]; then
+    wait
     # shellcheck disable=SC2086 # a word list
     timeout 90 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 128 32 \
       --flush 0 20 100 --budget-s 75 --json "$out/sweep-k17.json" --backends flashinfer \
       --modules "ours=$NEXTF" --variants ${K17_VARIANTS:-ours:base $chain $chain+nextl2} 2>&1 |
       tee "$out/sweep-k17.log" | grep -v '^# v' | tail -n 40 || true
-    echo "# h200_run k17 (short): wall $((SECONDS - t_all)) s"
-    tar -czf "$out/../kernel-k17.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
-    exit 0
-  fi
-  GDN_UCACHE_PERSIST=6 GDN_UCACHE_NPROG=2 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
-    GDN_UCACHE_WVEARLY=1 FORCED_MODULE=$NEXTF forced_suites k17-chain 128 60 4 13 &
-  GDN_UCACHE_PERSIST=7 GDN_UCACHE_NPROG=3 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
-    GDN_UCACHE_DSREG=1 GDN_UCACHE_NEXTL2=1 FORCED_MODULE=$NEXTF \
-    forced_suites k17-chain-dsreg-nextl2 128 60 4 13 &
-  conformance candidate-k17 100 "candidate and (persist6 or persist7 or bv64+actfirst)"
-  wait
-  timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
-    --flush 0 20 100 --budget-s 130 --json "$out/sweep-k17.json" --backends flashinfer \
-    --modules "ours=$NEXTF" --variants ours:base ours:base+dsreg "$chain" "$chain+nextl2" \
-    ours:bv128+late13+persist7+t1early+t1l2+wvearly+dsreg 2>&1 |
-    tee "$out/sweep-k17.log" | grep -v '^# v' | tail -n 30 || true
-  # B=1 on a warm L2 (the 4 us target: HV 48/64 take bv128 there, 48-64 CTAs, 4.3-4.4 us in
-  # v10-k6): more, smaller CTAs per head
-  timeout 40 python3 bench/knockout.py --warm --reps 20 --arm serving --hv 32 48 64 --batch 1 \
-    --flush 0 20 100 --budget-s 30 --json "$out/warm-b1-k17.json" --backends flashinfer \
-    --modules "ours=$NEXTF" --variants ours:base ours:bv32+actfirst ours:bv64+actfirst \
-    ours:bv128+actfirst 2>&1 | tee "$out/warm-b1-k17.log" | grep -v '^# v' | tail -n 12 || true
-  # K17_NCU=0 leaves the profile out (~60 s) where the device budget is short
-  if [[ ${K17_NCU:-1} == 1 ]]; then
-    GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 GDN_UCACHE_PERSIST=6 GDN_UCACHE_T1EARLY=1 \
-      GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 ncu_profile ncu-k17-chain 60 --backends ours \
-      --hv 32 --batch 256 --flush 0
+  else
+    GDN_UCACHE_PERSIST=7 GDN_UCACHE_NPROG=3 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 \
+      GDN_UCACHE_DSREG=1 GDN_UCACHE_NEXTL2=1 FORCED_MODULE=$NEXTF \
+      forced_suites k17-chain-dsreg-nextl2 128 60 4 13 &
+    conformance candidate-k17 100 "candidate and (persist6 or persist7 or bv64+actfirst)"
+    wait
+    timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 \
+      --batch 256 128 32 --flush 0 20 100 --budget-s 130 --json "$out/sweep-k17.json" \
+      --backends flashinfer --modules "ours=$NEXTF" --variants ours:base ours:base+dsreg \
+      "$chain" "$chain+nextl2" ours:bv128+late13+persist7+t1early+t1l2+wvearly+dsreg 2>&1 |
+      tee "$out/sweep-k17.log" | grep -v '^# v' | tail -n 30 || true
+    # B=1 on a warm L2 (the 4 us target: HV 48/64 take bv128 there, 48-64 CTAs, 4.3-4.4 us in
+    # v10-k6): more, smaller CTAs per head
+    timeout 40 python3 bench/knockout.py --warm --reps 20 --arm serving --hv 32 48 64 \
+      --batch 1 --flush 0 20 100 --budget-s 30 --json "$out/warm-b1-k17.json" \
+      --backends flashinfer --modules "ours=$NEXTF" --variants ours:base ours:bv32+actfirst \
+      ours:bv64+actfirst ours:bv128+actfirst 2>&1 | tee "$out/warm-b1-k17.log" |
+      grep -v '^# v' | tail -n 12 || true
+    # K17_NCU=0 leaves the profile out (~60 s) where the device budget is short
+    if [[ ${K17_NCU:-1} == 1 ]]; then
+      GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 GDN_UCACHE_PERSIST=6 GDN_UCACHE_T1EARLY=1 \
+        GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 ncu_profile ncu-k17-chain 60 --backends ours \
+        --hv 32 --batch 256 --flush 0
+    fi
   fi
   echo "# h200_run k17: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k17.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
