@@ -91,6 +91,11 @@
 #                                  # candidates, the sweep vs the table, dsreg and flashinfer, ncu
 #                                  # (K17_NCU=0: without it; K17_SHORT=1: chain's forced suite
 #                                  # and a sweep of the table vs chain only, 45 s on an H100)
+#   bash bench/h200_run.sh k18     # ~150 s (session 19): next's tepi (each tile's epilogue right
+#                                  # after its projection, while the warp's next tile flies) and
+#                                  # nobar (its CTA barrier moved to tile 0's end): #3's suite
+#                                  # forced onto both, their launch candidates, then the table vs
+#                                  # the table + tepi vs flashinfer (K18_VARIANTS replaces them)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -521,6 +526,31 @@ k17)
   fi
   echo "# h200_run k17: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k17.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k18)
+  # session 19: tepi (bulk modes at BV=128 with t1early: tile ti's epilogue right after its
+  # projection and fold, while the warp's tile ti + 1 is in flight, instead of both after the
+  # last tile; the CTA barrier that orders phase 3's operands moves to the end of tile 0's turn,
+  # nobar's too). Conformance first: #3's suite forced onto tepi (late13 with the table's B >= 128
+  # knobs; late10 with t1early) and onto nobar, the launch candidates with tepi / nobar / dsreg
+  # (both arms); then one sweep of the table, the table + tepi and flashinfer
+  NEXTF=kernels/gdn_ucache_flush_next.py
+  export GDN_UCACHE_OURS_MODULE=$NEXTF
+  GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_TEPI=1 \
+    FORCED_MODULE=$NEXTF forced_suites k18-tepi 128 60 4 13 10 &
+  GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_NOBAR=1 FORCED_MODULE=$NEXTF \
+    forced_suites k18-nobar 128 60 4 13 &
+  conformance candidate-k18 100 "candidate and (tepi or nobar or dsreg)"
+  wait
+  # base+t1early+tepi: at B 32..127 the table's late10 entry has no t1early (tepi needs it)
+  # shellcheck disable=SC2086 # a word list
+  timeout 130 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
+    --flush 0 20 100 --budget-s 115 --json "$out/sweep-k18.json" --backends flashinfer \
+    --modules "ours=$NEXTF" --variants ${K18_VARIANTS:-ours:base ours:base+tepi \
+    ours:base+t1early ours:base+t1early+tepi ours:base+nobar} 2>&1 |
+    tee "$out/sweep-k18.log" | grep -v '^# v' | tail -n 40 || true
+  echo "# h200_run k18: wall $((SECONDS - t_all)) s"
+  tar -czf "$out/../kernel-k18.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 k15)
   # why verify-only at HV=32 is 1.08x flashinfer and HV=64 is not: the same CTA count (8192) at

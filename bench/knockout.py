@@ -89,6 +89,9 @@ VARIANTS = {
     # session 17, chain only: the next row's windows, g row, q/k/v rows and gates asked into L2
     # when its tile-0 copy is issued
     "nextl2": {"GDN_UCACHE_NEXTL2": "1"},
+    # session 19: bulk modes at BV=128 with t1early: each tile's epilogue right after its
+    # projection, while the warp's next tile is in flight (implies nobar)
+    "tepi": {"GDN_UCACHE_TEPI": "1"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -144,6 +147,11 @@ CANDIDATES = (
     "bv128+late13+persist6+t1early+t1l2",
     "bv128+late13+persist7+t1early+t1l2+wvearly+dsreg",
     "bv128+late13+persist6+t1early+t1l2+wvearly+nextl2",
+    # session 19: tepi (each tile's epilogue while the warp's next tile is in flight) on the
+    # B >= 128 entries and on late10 with t1early (B 32..127)
+    "bv128+late13+mbp0+t1early+t1l2+wvearly+tepi",
+    "bv128+late13+mbp0+t1early+t1l2+tepi",
+    "bv128+late10+mbp0+t1early+tepi",
 )
 
 KNOBS = (

@@ -86,6 +86,12 @@ CONFIGS: dict[str, tuple[list, dict[str, str]]] = {
     "late13_bv128_chain": _config(13, persist=1, t1early="1", t1l2="1", wvearly="1"),
     "late13_bv128_chain_dsreg": _config(13, persist=1, t1early="1", t1l2="1", dsreg="1"),
     "late13_bv128_chain_nextl2": _config(13, persist=1, t1early="1", t1l2="1", nextl2="1"),
+    # session 19: nobar's CTA barrier after tile 0; tepi (each tile's epilogue after its turn)
+    "late13_bv128_nobar": _config(13, t1early="1", t1l2="1", wvearly="1", nobar="1"),
+    "late13_bv128_tepi": _config(13, t1early="1", t1l2="1", wvearly="1", tepi="1"),
+    "late13_bv128_tepi_dsreg": _config(13, t1early="1", t1l2="1", tepi="1", dsreg="1"),
+    "late10_bv128_tepi": _config(10, t1early="1", tepi="1"),
+    "late13_bv128_T8_tepi": _config(13, T=8, t1early="1", tepi="1"),
 }
 QUICK = (
     "late0_bv32",

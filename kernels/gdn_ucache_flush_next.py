@@ -785,6 +785,142 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 out[2 * half + col] = cutlass.select_(second, second_v, first_v)
         return tuple(out)
 
+    def epilogue_operands(
+        ks: Any, g4: Any, c4: Any, sw: Any, cmat: Any, mmat: Any, gam: Any, base: Any, P: Any,
+        o_st: Any,
+    ) -> tuple:  # fmt: skip
+        """Phase 5's per-thread operands, once per row: the B fragments SW (history), C (outputs)
+        and M (solve) as hi + lo pairs, and per accumulator column of this lane its side, token,
+        e^{gamma_token}, ring offset and output offset. Reads sw / cmat / mmat, which phase 3's
+        warps wrote: a CTA barrier must order them first."""
+        T, NX, NXP = ks.T, ks.NX, ks.NXP
+        bf = torch.bfloat16
+        r0_ = 2 * c4
+        r0c = cutlass.min(r0_, Int32(T - 1))
+        r1c = cutlass.min(r0_ + 1, Int32(T - 1))
+        # B fragments, once per thread: SW (history), M (solve), C (outputs)
+        b_sw = []
+        b_c = []
+        for nt in range(NXP // 8):
+            n_b = nt * 8 + g4
+            nbc = cutlass.min(n_b, Int32(NX - 1))
+            halves = []
+            for hf in range(2):
+                j0 = r0_ + 8 * hf
+                halves.append(
+                    split2(
+                        cutlass.select_(n_b < NX, sw[j0 * NX + nbc], Float32(0.0)),
+                        cutlass.select_(n_b < NX, sw[(j0 + 1) * NX + nbc], Float32(0.0)),
+                        ks.ring,
+                    )
+                )
+            b_sw.append(halves)
+            s_b = n_b - T
+            ok_c = (s_b >= Int32(0)) & (s_b < T)
+            sbc = cutlass.min(cutlass.max(s_b, Int32(0)), Int32(T - 1))
+            b_c.append(
+                split2(
+                    cutlass.select_(ok_c & (r0_ < T), cmat[sbc * T + r0c], Float32(0.0)),
+                    cutlass.select_(ok_c & (r0_ + 1 < T), cmat[sbc * T + r1c], Float32(0.0)),
+                    bf,
+                )
+            )
+        ok_m = g4 < T
+        gmc = cutlass.min(g4, Int32(T - 1))
+        b_m = split2(
+            cutlass.select_(ok_m & (r0_ < T), mmat[gmc * T + r0c], Float32(0.0)),
+            cutlass.select_(ok_m & (r0_ + 1 < T), mmat[gmc * T + r1c], Float32(0.0)),
+            bf,
+        )
+        # per column of this lane: side, token index, e^{gamma_token}, ring offset
+        cols = []
+        for nt in range(NXP // 8):
+            for e2 in range(2):
+                n_c = nt * 8 + r0_ + e2
+                k_side = n_c < T
+                q_side = (n_c >= T) & (n_c < 2 * T)
+                tok = cutlass.min(
+                    cutlass.max(cutlass.select_(k_side, n_c, n_c - T), Int32(0)),
+                    Int32(T - 1),
+                )
+                egs = cute.math.exp(gam[tok], fastmath=True)
+                ring_off = Int64(((base + P + tok) & RING_MASK) * V_DIM_C)
+                cols.append((k_side, q_side, tok, egs, ring_off, Int64(tok) * o_st))
+        return b_sw, b_c, b_m, cols, r0_
+
+    def epilogue_tile(
+        ks: Any, eops: tuple, tile: Any, has_tile: Any, g4: Any, c4: Any, lane: Any, uw16_i: Any,
+        ds: Any, pj: tuple | None, eg_star: Any, vs: Any, uc_head: Any, o_head: Any, zero: Any,
+    ) -> None:  # fmt: skip
+        """Phase 5 for one 16-row tile (kernel docstring): history HX = e^{G*} S0 X^T + U_win^T
+        SW, residual R = V - e^{gamma} HX_k, solve U = R M^T, outputs O = e^{gamma} HX_q + U C^T,
+        then the u appends and the outputs as predicated 16-bit stores. The projections come
+        from ds (this warp's rows: a warp barrier must order them) or, with dsreg, in pj."""
+        NX, NXP, UWS, DSP, VSS = ks.NX, ks.NXP, ks.UWS, ks.DSP, ks.VSS
+        bf = torch.bfloat16
+        b_sw, b_c, b_m, cols, r0_ = eops
+        rows = (tile * 16 + g4, tile * 16 + g4 + 8)
+        # A = u window^T [16 rows x 16 j]: lane t addresses row t % 8 of
+        # 8x8 block t // 8 = (j half, row half)
+        mi = lane // 8
+        ua = ldsm_x4_trans(uw16_i + ((lane % 8 + 8 * (mi // 2)) * UWS + tile * 16 + 8 * (mi % 2)))
+        acc = []
+        for nt in range(NXP // 8):
+            hxc = []
+            for e in range(4):
+                n_d = nt * 8 + r0_ + e % 2
+                if pj is not None:
+                    d_e = pj[e]
+                else:
+                    d_e = ds[rows[e // 2] * DSP + cutlass.min(n_d, Int32(NX - 1))]
+                hxc.append(cutlass.select_(n_d < NX, eg_star * d_e, Float32(0.0)))
+            hxc = mma16816(ks.ring, ua, [b_sw[nt][0][0], b_sw[nt][1][0]], hxc)
+            hxc = mma16816(ks.ring, ua, [b_sw[nt][0][1], b_sw[nt][1][1]], hxc)
+            acc.append(hxc)
+        # residuals (k columns) and e^{gamma} HX_q (q columns) of n-tile 0
+        res = []
+        cq = []
+        for e in range(4):
+            k_side, q_side, tok, egs, _, _ = cols[e % 2]
+            vv = vs[tok * VSS + rows[e // 2]]
+            if ks.vs16:
+                vv = cvt_b16(Int32(vv), ks.io)
+            res.append(cutlass.select_(k_side, vv - egs * acc[0][e], Float32(0.0)))
+            cq.append(cutlass.select_(q_side, egs * acc[0][e], Float32(0.0)))
+        ra = [split2(res[0], res[1], bf), split2(res[2], res[3], bf)]
+        dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[0], zero], cq)
+        dd = mma16816(bf, [ra[0][1], ra[1][1], zero, zero], [b_m[0], zero], dd)
+        dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[1], zero], dd)
+        # U (k columns only) as the A operand of the output MMA
+        uu = [cutlass.select_(cols[e % 2][0], dd[e], Float32(0.0)) for e in range(4)]
+        ua2 = [split2(uu[0], uu[1], bf), split2(uu[2], uu[3], bf)]
+        fin = []
+        for nt in range(NXP // 8):
+            if nt == 0:
+                cin = dd
+            else:
+                cin = []
+                for e in range(4):
+                    _, q_side, _, egs, _, _ = cols[2 * nt + e % 2]
+                    cin.append(cutlass.select_(q_side, egs * acc[nt][e], Float32(0.0)))
+            oo = mma16816(bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][0], zero], cin)
+            oo = mma16816(bf, [ua2[0][1], ua2[1][1], zero, zero], [b_c[nt][0], zero], oo)
+            oo = mma16816(bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][1], zero], oo)
+            fin.append(oo)
+        for nt in range(NXP // 8):
+            for e in range(4):
+                k_side, q_side, _, _, ring_off, out_off = cols[2 * nt + e % 2]
+                row64 = Int64(rows[e // 2])
+                st16_either(
+                    uc_head + (ring_off + row64),
+                    o_head + (out_off + row64),
+                    fin[nt][e],
+                    k_side if has_tile is True else k_side & has_tile,
+                    q_side if has_tile is True else q_side & has_tile,
+                    ks.ring,
+                    ks.io,
+                )
+
     def read_bulk_tile(
         stage: Any,
         warp: Any,
@@ -1236,6 +1372,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             dsreg: bool = False,
             nobar: bool = False,
             nextl2: bool = False,
+            tepi: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -1370,6 +1507,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # when its tile-0 copy is issued, so its first DRAM trip after the row-end barrier
             # is an L2 hit (one row ahead, not xpf's rows of other CTAs)
             self.nextl2 = nextl2 and self.chain
+            # one row per CTA, bulk modes at BV=128 with t1early: each tile's phase 5 right after
+            # its projection (and fold), while the warp's next tile is in flight, instead of both
+            # after the last one; implies nobar (the CTA barrier that orders phase 3's sw / cmat /
+            # mmat moves to the end of tile 0's turn); kernels/NOTES.md, session 19
+            self.tepi = tepi and self.bulk and BV == 128 and self.t1early and not persist
+            self.nobar = self.nobar or self.tepi
 
         @cute.jit
         def __call__(
@@ -2390,6 +2533,32 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                                 cute.recast_ptr(frp + Int64(32 * fi), dtype=Int32),
                                                 newc[fr][fi],
                                             )
+                        if cutlass.const_expr(self.nobar and ti == 0):
+                            # phase 3's warps wrote sw / cmat / mmat with no CTA barrier since
+                            # (late13); every warp reads them in phase 5: this barrier orders them,
+                            # one tile earlier than the end of phase 4 (tile 1 is in flight)
+                            cute.arch.sync_threads()
+                        if cutlass.const_expr(self.tepi and "epi" not in self.skip):
+                            # tepi: this tile's phase 5 now, while the warp's next tile (copied at
+                            # its last read: t1early) is in flight, instead of after the last tile
+                            if cutlass.const_expr(ti == 0):
+                                eops = epilogue_operands(
+                                    self, g4, c4, sw, cmat, mmat, gam, base, P, o_st
+                                )
+                                o_head = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0))
+                                zero = Int32(0)
+                            elif cutlass.const_expr(not self.dsreg):
+                                cute.arch.sync_warp()  # this tile's ds rows, written by the warp
+                            pj = None
+                            if cutlass.const_expr(self.dsreg):
+                                pj = (
+                                    (pj0_0, pj0_1, pj0_2, pj0_3),
+                                    (pj1_0, pj1_1, pj1_2, pj1_3),
+                                )[ti]
+                            epilogue_tile(
+                                self, eops, tile_info[ti][0], tile_info[ti][1], g4, c4, lane,
+                                uw16_i, ds, pj, eg_star, vs, uc_head, o_head, zero,
+                            )  # fmt: skip
 
                     if cutlass.const_expr(self.nextl2):
                         l2_next_row(
@@ -2398,7 +2567,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         )  # fmt: skip
                     if cutlass.const_expr(not self.nobar):
                         cute.arch.sync_threads()
-                    elif cutlass.const_expr(not self.dsreg):
+                    elif cutlass.const_expr(not self.dsreg and not self.tepi):
                         cute.arch.sync_warp()  # this warp's ds rows, written by its own lanes
 
                     if cutlass.const_expr(self.persist):
@@ -2445,155 +2614,22 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     #   O  = e^{gamma} HX_q + U C^T             (outputs land on the q columns)
                     # The accumulator of columns < T carries U, of columns >= T carries O. Every
                     # fp32 operand enters as a hi + lo pair; the solve MMAs use bf16 (fp32 range).
-                    if cutlass.const_expr("epi" not in self.skip):
-                        bf = torch.bfloat16
-                        r0_ = 2 * c4
-                        r0c = cutlass.min(r0_, Int32(T - 1))
-                        r1c = cutlass.min(r0_ + 1, Int32(T - 1))
-                        # B fragments, once per thread: SW (history), M (solve), C (outputs)
-                        b_sw = []
-                        b_c = []
-                        for nt in cutlass.range_constexpr(NXP // 8):
-                            n_b = nt * 8 + g4
-                            nbc = cutlass.min(n_b, Int32(NX - 1))
-                            halves = []
-                            for hf in cutlass.range_constexpr(2):
-                                j0 = r0_ + 8 * hf
-                                halves.append(
-                                    split2(
-                                        cutlass.select_(n_b < NX, sw[j0 * NX + nbc], Float32(0.0)),
-                                        cutlass.select_(
-                                            n_b < NX, sw[(j0 + 1) * NX + nbc], Float32(0.0)
-                                        ),
-                                        self.ring,
-                                    )
-                                )
-                            b_sw.append(halves)
-                            s_b = n_b - T
-                            ok_c = (s_b >= Int32(0)) & (s_b < T)
-                            sbc = cutlass.min(cutlass.max(s_b, Int32(0)), Int32(T - 1))
-                            b_c.append(
-                                split2(
-                                    cutlass.select_(
-                                        ok_c & (r0_ < T), cmat[sbc * T + r0c], Float32(0.0)
-                                    ),
-                                    cutlass.select_(
-                                        ok_c & (r0_ + 1 < T), cmat[sbc * T + r1c], Float32(0.0)
-                                    ),
-                                    bf,
-                                )
-                            )
-                        ok_m = g4 < T
-                        gmc = cutlass.min(g4, Int32(T - 1))
-                        b_m = split2(
-                            cutlass.select_(ok_m & (r0_ < T), mmat[gmc * T + r0c], Float32(0.0)),
-                            cutlass.select_(
-                                ok_m & (r0_ + 1 < T), mmat[gmc * T + r1c], Float32(0.0)
-                            ),
-                            bf,
-                        )
-                        # per column of this lane: side, token index, e^{gamma_token}, ring offset
-                        cols = []
-                        for nt in cutlass.range_constexpr(NXP // 8):
-                            for e2 in cutlass.range_constexpr(2):
-                                n_c = nt * 8 + r0_ + e2
-                                k_side = n_c < T
-                                q_side = (n_c >= T) & (n_c < 2 * T)
-                                tok = cutlass.min(
-                                    cutlass.max(cutlass.select_(k_side, n_c, n_c - T), Int32(0)),
-                                    Int32(T - 1),
-                                )
-                                egs = cute.math.exp(gam[tok], fastmath=True)
-                                ring_off = Int64(((base + P + tok) & RING_MASK) * V_DIM_C)
-                                cols.append((k_side, q_side, tok, egs, ring_off, Int64(tok) * o_st))
+                    if cutlass.const_expr("epi" not in self.skip and not self.tepi):
+                        eops = epilogue_operands(self, g4, c4, sw, cmat, mmat, gam, base, P, o_st)
                         o_head = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0))
                         zero = Int32(0)
                         for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
                             tile, has_tile = tile_info[ti]
-                            rows = (tile * 16 + g4, tile * 16 + g4 + 8)
-                            # A = u window^T [16 rows x 16 j]: lane t addresses row t % 8 of
-                            # 8x8 block t // 8 = (j half, row half)
-                            mi = lane // 8
-                            ua = ldsm_x4_trans(
-                                uw16_i
-                                + ((lane % 8 + 8 * (mi // 2)) * UWS + tile * 16 + 8 * (mi % 2))
-                            )
-                            acc = []
-                            for nt in cutlass.range_constexpr(NXP // 8):
-                                hxc = []
-                                for e in cutlass.range_constexpr(4):
-                                    n_d = nt * 8 + r0_ + e % 2
-                                    if cutlass.const_expr(self.dsreg):
-                                        d_e = (
-                                            (pj0_0, pj0_1, pj0_2, pj0_3),
-                                            (pj1_0, pj1_1, pj1_2, pj1_3),
-                                        )[ti][e]
-                                    else:
-                                        d_e = ds[
-                                            rows[e // 2] * DSP + cutlass.min(n_d, Int32(NX - 1))
-                                        ]
-                                    hxc.append(
-                                        cutlass.select_(n_d < NX, eg_star * d_e, Float32(0.0))
-                                    )
-                                hxc = mma16816(self.ring, ua, [b_sw[nt][0][0], b_sw[nt][1][0]], hxc)
-                                hxc = mma16816(self.ring, ua, [b_sw[nt][0][1], b_sw[nt][1][1]], hxc)
-                                acc.append(hxc)
-                            # residuals (k columns) and e^{gamma} HX_q (q columns) of n-tile 0
-                            res = []
-                            cq = []
-                            for e in cutlass.range_constexpr(4):
-                                k_side, q_side, tok, egs, _, _ = cols[e % 2]
-                                vv = vs[tok * VSS + rows[e // 2]]
-                                if cutlass.const_expr(self.vs16):
-                                    vv = cvt_b16(Int32(vv), self.io)
-                                res.append(
-                                    cutlass.select_(k_side, vv - egs * acc[0][e], Float32(0.0))
-                                )
-                                cq.append(cutlass.select_(q_side, egs * acc[0][e], Float32(0.0)))
-                            ra = [split2(res[0], res[1], bf), split2(res[2], res[3], bf)]
-                            dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[0], zero], cq)
-                            dd = mma16816(bf, [ra[0][1], ra[1][1], zero, zero], [b_m[0], zero], dd)
-                            dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[1], zero], dd)
-                            # U (k columns only) as the A operand of the output MMA
-                            uu = [
-                                cutlass.select_(cols[e % 2][0], dd[e], Float32(0.0))
-                                for e in range(4)
-                            ]
-                            ua2 = [split2(uu[0], uu[1], bf), split2(uu[2], uu[3], bf)]
-                            fin = []
-                            for nt in cutlass.range_constexpr(NXP // 8):
-                                if cutlass.const_expr(nt == 0):
-                                    cin = dd
-                                else:
-                                    cin = []
-                                    for e in cutlass.range_constexpr(4):
-                                        _, q_side, _, egs, _, _ = cols[2 * nt + e % 2]
-                                        cin.append(
-                                            cutlass.select_(q_side, egs * acc[nt][e], Float32(0.0))
-                                        )
-                                oo = mma16816(
-                                    bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][0], zero], cin
-                                )
-                                oo = mma16816(
-                                    bf, [ua2[0][1], ua2[1][1], zero, zero], [b_c[nt][0], zero], oo
-                                )
-                                oo = mma16816(
-                                    bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][1], zero], oo
-                                )
-                                fin.append(oo)
-                            for nt in cutlass.range_constexpr(NXP // 8):
-                                for e in cutlass.range_constexpr(4):
-                                    k_side, q_side, _, _, ring_off, out_off = cols[2 * nt + e % 2]
-                                    row64 = Int64(rows[e // 2])
-                                    st16_either(
-                                        uc_head + (ring_off + row64),
-                                        o_head + (out_off + row64),
-                                        fin[nt][e],
-                                        k_side if has_tile is True else k_side & has_tile,
-                                        q_side if has_tile is True else q_side & has_tile,
-                                        self.ring,
-                                        self.io,
-                                    )
+                            pj = None
+                            if cutlass.const_expr(self.dsreg):
+                                pj = (
+                                    (pj0_0, pj0_1, pj0_2, pj0_3),
+                                    (pj1_0, pj1_1, pj1_2, pj1_3),
+                                )[ti]
+                            epilogue_tile(
+                                self, eops, tile, has_tile, g4, c4, lane, uw16_i, ds, pj,
+                                eg_star, vs, uc_head, o_head, zero,
+                            )  # fmt: skip
                 else:
                     if cutlass.const_expr(self.chain):
                         # this pad row's zero-filling window copies land before the next row's
@@ -2736,6 +2772,7 @@ def compile_variant(
     dsreg: bool = False,
     nobar: bool = False,
     nextl2: bool = False,
+    tepi: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -2762,6 +2799,9 @@ def compile_variant(
     is copied during this row's epilogue; every live row completes two mbarrier phases per warp).
     nextl2: chain only: the next row's windows, g row, q/k/v rows and gates asked into L2 when its
     tile-0 copy is issued (GDN_UCACHE_NEXTL2=0/1 overrides).
+    tepi: one row per CTA, bulk modes at BV=128 with t1early: each tile's epilogue right after its
+    projection (and fold), while the warp's next tile is in flight; implies nobar
+    (GDN_UCACHE_TEPI=0/1 overrides).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -2810,6 +2850,14 @@ def compile_variant(
     dsreg = _flag_knob("GDN_UCACHE_DSREG", dsreg) and late in BULK_LATES and BV == 128 and T <= 4
     nobar = (_flag_knob("GDN_UCACHE_NOBAR", nobar) or dsreg) and BV >= 64 and (not persist or chain)
     nextl2 = _flag_knob("GDN_UCACHE_NEXTL2", nextl2) and chain
+    tepi = (
+        _flag_knob("GDN_UCACHE_TEPI", tepi)
+        and late in BULK_LATES
+        and BV == 128
+        and t1early
+        and not persist
+    )
+    nobar = nobar or tepi
     xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
     xpf = int(xpf_raw) if xpf_raw else int(xpf)
     if not 0 <= xpf < 1 << 16:
@@ -2855,6 +2903,7 @@ def compile_variant(
         dsreg,
         nobar,
         nextl2,
+        tepi,
         arch,
     )
     fn = _CACHE.get(key)
@@ -2887,6 +2936,7 @@ def compile_variant(
         dsreg=dsreg,
         nobar=nobar,
         nextl2=nextl2,
+        tepi=tepi,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -3047,7 +3097,7 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in ("pf", "pf1", "pf2"):
             out["prefetch"] = int(part[2:] or 1)
             continue
-        if part in ("t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2"):
+        if part in ("t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2", "tepi"):
             out[part] = 1
             continue
         for key in ("bv", "mbp", "late", "persist", "xpf"):
@@ -3102,6 +3152,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     dsreg = knob("GDN_UCACHE_DSREG", "dsreg", 0)
     nobar = knob("GDN_UCACHE_NOBAR", "nobar", 0)
     nextl2 = knob("GDN_UCACHE_NEXTL2", "nextl2", 0)
+    tepi = knob("GDN_UCACHE_TEPI", "tepi", 0)
     return {
         "bv": bv,
         "mbp": mbp,
@@ -3116,6 +3167,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
         "dsreg": dsreg,
         "nobar": nobar,
         "nextl2": nextl2,
+        "tepi": tepi,
     }
 
 
@@ -3497,6 +3549,7 @@ def _launch(
         dsreg=bool(cfg["dsreg"]),
         nobar=bool(cfg["nobar"]),
         nextl2=bool(cfg["nextl2"]),
+        tepi=bool(cfg["tepi"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )

@@ -20,7 +20,7 @@ echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
   "GDN_UCACHE_T1EARLY=${GDN_UCACHE_T1EARLY:-} GDN_UCACHE_XPF=${GDN_UCACHE_XPF:-}" \\
   "GDN_UCACHE_DSREG=${GDN_UCACHE_DSREG:-} GDN_UCACHE_NOBAR=${GDN_UCACHE_NOBAR:-}" \\
   "GDN_UCACHE_PERSIST=${GDN_UCACHE_PERSIST:-} GDN_UCACHE_NPROG=${GDN_UCACHE_NPROG:-}" \\
-  >>"$STUB_LOG"
+  "GDN_UCACHE_TEPI=${GDN_UCACHE_TEPI:-}" >>"$STUB_LOG"
 # the files a step's options name: a sweep's --json (propose reads the ones that exist),
 # propose's --write (the proposed kernel file), ncu's -o report
 prev=""
@@ -367,3 +367,25 @@ def test_k6_steps_split_the_call(tmp_path: Path) -> None:
     assert "run_gpu_suite.py" not in bench and "test_ours_conformance_gpu.py" not in bench
     assert bench.count("bench_ucache.py") == 2 and bench.count("knockout.py") == 4
     assert (out_c / "kernel-k6.tar.gz").is_file() and (out_b / "kernel-k6.tar.gz").is_file()
+
+
+def test_k18_checks_tepi_and_nobar_before_timing_them(tmp_path: Path) -> None:
+    """k18: #3's suite forced onto tepi (late13 with the B >= 128 knobs, late10 with t1early) and
+    onto nobar, the launch candidates with tepi / nobar / dsreg (both arms), then one sweep of
+    the table, the table + tepi (with and without t1early) and nobar vs flashinfer; one archive."""
+    calls, out = run_mode(tmp_path, "k18")
+    lines = calls.splitlines()
+    suites = [ln for ln in lines if "run_gpu_suite.py" in ln]
+    assert sorted(out_name(ln) for ln in suites) == [
+        "suite-k18-nobar-late13",
+        "suite-k18-tepi-late10",
+        "suite-k18-tepi-late13",
+    ]
+    for ln in suites:
+        assert "GDN_UCACHE_T1EARLY=1" in ln and "GDN_UCACHE_BV=128" in ln
+        assert ("GDN_UCACHE_TEPI=1" in ln) == ("-tepi-" in out_name(ln))
+    (conf,) = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
+    assert "candidate and (tepi or nobar or dsreg)" in conf
+    (sweep,) = [ln for ln in lines if "bench/knockout.py" in ln]
+    assert " ours:base ours:base+tepi ours:base+t1early ours:base+t1early+tepi " in sweep
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k18.tar.gz"]

@@ -687,3 +687,36 @@ def test_wvearly_drops_late13s_weight_barrier(
         dump.mkdir()
         ptxs.append(_compile("sm_90a", persist, dump, NEXT)[1])
     assert ptxs[0] == ptxs[1]
+
+
+def _next_has_tepi() -> bool:
+    return "self.tepi = " in NEXT.read_text()
+
+
+@pytest.mark.skipif(not _next_has_tepi(), reason="no tepi in next")
+def test_tepi_runs_tile_0s_epilogue_before_tile_1s_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GDN_UCACHE_TEPI=1 (late13, t1early as in the B >= 128 entries): tile 0's epilogue (its
+    predicated 16-bit u / output stores) sits between tile 0's and tile 1's mbarrier waits, so it
+    runs while tile 1 is in flight; without the knob every such store follows the last wait. The
+    copies, state reads, MMAs and CTA barriers are the same in number (the barrier that orders
+    phase 3's operands moves from after the last tile to after tile 0)."""
+    for knob in ("GDN_UCACHE_T1EARLY", "GDN_UCACHE_T1L2", "GDN_UCACHE_WVEARLY"):
+        monkeypatch.setenv(knob, "1")
+    base = _next_bv128_ptx(tmp_path, 13, "late13-t1early")
+    monkeypatch.setenv("GDN_UCACHE_TEPI", "1")
+    ptx = _next_bv128_ptx(tmp_path, 13, "late13-tepi")
+    _portable(ptx)
+
+    def stores_before_tile_1s_wait(text: str) -> int:
+        # the waits in program order: tile 0's, tile 1's, a pad row's (on its entry copies)
+        waits = [m.start() for m in re.finditer(r"mbarrier\.try_wait", text)]
+        assert len(waits) == 3, len(waits)
+        return text[: waits[1]].count("st.global.b16")
+
+    assert stores_before_tile_1s_wait(base) == 0
+    assert stores_before_tile_1s_wait(ptx) == ptx.count("st.global.b16") // 2 > 0
+    for op in ("cp.async.bulk.shared::cluster", "mma.sync", "bar.sync", "mbarrier.try_wait"):
+        assert ptx.count(op) == base.count(op), op
+    assert _state_op_counts(ptx) == _state_op_counts(base)
