@@ -95,7 +95,8 @@
 #                                  # after its projection, while the warp's next tile flies) and
 #                                  # nobar (its CTA barrier moved to tile 0's end): #3's suite
 #                                  # forced onto both, their launch candidates, then the table vs
-#                                  # the table + tepi vs flashinfer (K18_VARIANTS replaces them)
+#                                  # the table + tepi vs flashinfer (K18_VARIANTS replaces them;
+#                                  # K18_CONF=0: the sweep alone, ~20 s)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -534,14 +535,19 @@ k18)
   # nobar's too). Conformance first: #3's suite forced onto tepi (late13 with the table's B >= 128
   # knobs; late10 with t1early) and onto nobar, the launch candidates with tepi / nobar / dsreg
   # (both arms); then one sweep of the table, the table + tepi and flashinfer
+  # (K18_CONF=0: the sweep alone, for a second card once conformance has passed on one). nobar's
+  # suite runs after tepi's two: three suites at once ran the 80 GB H100 out of memory in the
+  # huge-pool case (results/kernel/k18-h100)
   NEXTF=kernels/gdn_ucache_flush_next.py
   export GDN_UCACHE_OURS_MODULE=$NEXTF
-  GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_TEPI=1 \
-    FORCED_MODULE=$NEXTF forced_suites k18-tepi 128 60 4 13 10 &
-  GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_NOBAR=1 FORCED_MODULE=$NEXTF \
-    forced_suites k18-nobar 128 60 4 13 &
-  conformance candidate-k18 100 "candidate and (tepi or nobar or dsreg)"
-  wait
+  if [[ ${K18_CONF:-1} == 1 ]]; then
+    GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_TEPI=1 \
+      FORCED_MODULE=$NEXTF forced_suites k18-tepi 128 60 4 13 10 &
+    conformance candidate-k18 100 "candidate and (tepi or nobar or dsreg)"
+    wait
+    GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_NOBAR=1 FORCED_MODULE=$NEXTF \
+      forced_suites k18-nobar 128 60 8 13
+  fi
   # base+t1early+tepi: at B 32..127 the table's late10 entry has no t1early (tepi needs it)
   # shellcheck disable=SC2086 # a word list
   timeout 130 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \

@@ -389,3 +389,12 @@ def test_k18_checks_tepi_and_nobar_before_timing_them(tmp_path: Path) -> None:
     (sweep,) = [ln for ln in lines if "bench/knockout.py" in ln]
     assert " ours:base ours:base+tepi ours:base+t1early ours:base+t1early+tepi " in sweep
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k18.tar.gz"]
+
+
+def test_k18_conf_0_runs_the_sweep_alone(tmp_path: Path) -> None:
+    """K18_CONF=0 (conformance already passed on another card): no suite, no candidates."""
+    calls, out = run_mode(tmp_path, "k18", {"K18_CONF": "0"})
+    lines = calls.splitlines()
+    assert not [ln for ln in lines if "run_gpu_suite.py" in ln or "conformance_gpu" in ln]
+    assert len([ln for ln in lines if "bench/knockout.py" in ln]) == 1
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k18.tar.gz"]
