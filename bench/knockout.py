@@ -82,8 +82,8 @@ VARIANTS = {
     # keep ptxas from issuing them after the window copies, a DRAM trip late)
     "actfirst": {"GDN_UCACHE_ACTFIRST": "1"},
     # session 16: bulk modes at BV=128, T <= 4 keep the projections in registers (no ds round
-    # trip: late13 in 31.8 KB, 7 CTAs/SM); nobar: a warp barrier before the epilogue (dsreg
-    # implies it)
+    # trip: late13 in 31.8 KB, 7 CTAs/SM); nobar: a warp barrier before the epilogue, the CTA
+    # barrier that orders phase 3's operands at the end of tile 0 (dsreg implies it)
     "dsreg": {"GDN_UCACHE_DSREG": "1"},
     "nobar": {"GDN_UCACHE_NOBAR": "1"},
     # session 17, chain only: the next row's windows, g row, q/k/v rows and gates asked into L2

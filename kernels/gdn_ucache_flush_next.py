@@ -92,7 +92,9 @@ on the load-order knobs where they won: actfirst at B = 1..7 (and HV=32 B = 8..3
 at B >= 128 (+ wvearly at HV 32/64), t1early at HV=48 B = 32..127. Since v10 shipped, this file
 (next) adds two knobs, off by default: dsreg (late13 at 7 CTAs/SM) and nobar (results/kernel/k16:
 conformance passed; timed on an H100 only, where they gain nothing), and (session 17) late13 with
-persistent CTAs (chain; candidates bv128+late13+persist6/7). The other late modes (4-9,
+persistent CTAs (chain; candidates bv128+late13+persist6/7; measured in sessions 18-19: correct,
+slower), and (session 19) tepi: each tile's epilogue right after its projection, while the warp's
+next tile is in flight (correct; neutral on an H100). The other late modes (4-9,
 11, 12) were measured experiments; they live in git history before the cleanup that removed them
 (kernels/NOTES.md).
 """
@@ -1498,7 +1500,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.dsreg = dsreg and self.bulk and self.NXP == 8 and BV == 128
             # every warp owns its tiles (BV >= 64): the epilogue reads only its own warp's
             # projections, so the CTA barrier between phase 4 and 5 becomes a warp barrier (none
-            # with dsreg); k15: 10 % of the stall samples wait at a CTA barrier in the epilogue
+            # with dsreg); k15: 10 % of the stall samples wait at a CTA barrier in the epilogue.
+            # phase 3's sw / cmat / mmat (other warps' writes) still need a CTA barrier: it sits at
+            # the end of tile 0's turn (session 19; before, nothing ordered them: a race)
             self.nobar = (nobar or self.dsreg) and BV >= 64 and (not persist or self.chain)
             # one row per CTA: the q/k/v and gate loads leave with the cursor loads, before the
             # window and state copies that wait for the cursors (a block boundary; see there)
@@ -2793,8 +2797,9 @@ def compile_variant(
     dsreg: bulk modes at BV=128, T <= 4 keep the projections in registers (no ds round trip:
     late13 fits 7 CTAs/SM); implies nobar (GDN_UCACHE_DSREG=0/1 overrides).
     nobar: BV >= 64: a warp barrier instead of the CTA barrier before the epilogue (each warp
-    reads only its own projections; GDN_UCACHE_NOBAR=0/1 overrides; not with the register modes'
-    persistent CTAs).
+    reads only its own projections; the CTA barrier that orders phase 3's operands moves to the end
+    of tile 0's turn; GDN_UCACHE_NOBAR=0/1 overrides; not with the register modes' persistent
+    CTAs).
     persist with late 10/13 (chain): BV=128 and prefetch 0 only (the next row's first state tile
     is copied during this row's epilogue; every live row completes two mbarrier phases per warp).
     nextl2: chain only: the next row's windows, g row, q/k/v rows and gates asked into L2 when its
