@@ -59,6 +59,9 @@ VARIANTS = {
     "no_proj": {"GDN_UCACHE_SKIP": "proj"},
     "no_epi": {"GDN_UCACHE_SKIP": "epi"},
     "no_fold": {"GDN_UCACHE_SKIP": "fold"},
+    # session 19: phase 5's math without its stores / its stores without the math
+    "no_epistore": {"GDN_UCACHE_SKIP": "epistore"},
+    "no_epimath": {"GDN_UCACHE_SKIP": "epimath"},
     "no_all": {"GDN_UCACHE_SKIP": "state,proj,epi,fold"},
     # the state tiles are loaded (and kept alive by one predicated store each) but no math runs:
     # what streaming the state costs at this launch config, next to no_all (everything else)

@@ -92,6 +92,8 @@ CONFIGS: dict[str, tuple[list, dict[str, str]]] = {
     "late13_bv128_tepi_dsreg": _config(13, t1early="1", t1l2="1", tepi="1", dsreg="1"),
     "late10_bv128_tepi": _config(10, t1early="1", tepi="1"),
     "late13_bv128_T8_tepi": _config(13, T=8, t1early="1", tepi="1"),
+    "late13_bv128_no_epistore": _config(13, skip="epistore"),
+    "late13_bv128_no_epimath": _config(13, skip="epimath"),
 }
 QUICK = (
     "late0_bv32",

@@ -857,11 +857,29 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         """Phase 5 for one 16-row tile (kernel docstring): history HX = e^{G*} S0 X^T + U_win^T
         SW, residual R = V - e^{gamma} HX_k, solve U = R M^T, outputs O = e^{gamma} HX_q + U C^T,
         then the u appends and the outputs as predicated 16-bit stores. The projections come
-        from ds (this warp's rows: a warp barrier must order them) or, with dsreg, in pj."""
+        from ds (this warp's rows: a warp barrier must order them) or, with dsreg, in pj.
+        Timing knock-outs (results wrong): `epimath` stores e^{G*} x the projections without the
+        math; `epistore` runs the math and keeps it alive by one never-taken store instead of
+        the 16-bit stores (session 19: is phase 5's cost its math or its stores?)."""
         NX, NXP, UWS, DSP, VSS = ks.NX, ks.NXP, ks.UWS, ks.DSP, ks.VSS
         bf = torch.bfloat16
         b_sw, b_c, b_m, cols, r0_ = eops
         rows = (tile * 16 + g4, tile * 16 + g4 + 8)
+        if "epimath" in ks.skip:
+            fin = []
+            for nt in range(NXP // 8):
+                hx0 = []
+                for e in range(4):
+                    n_d = nt * 8 + r0_ + e % 2
+                    d_e = (
+                        pj[e]
+                        if pj is not None
+                        else ds[rows[e // 2] * DSP + cutlass.min(n_d, Int32(NX - 1))]
+                    )
+                    hx0.append(eg_star * d_e)
+                fin.append(hx0)
+            epilogue_stores(ks, fin, cols, rows, has_tile, uc_head, o_head)
+            return
         # A = u window^T [16 rows x 16 j]: lane t addresses row t % 8 of
         # 8x8 block t // 8 = (j half, row half)
         mi = lane // 8
@@ -909,7 +927,24 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             oo = mma16816(bf, [ua2[0][1], ua2[1][1], zero, zero], [b_c[nt][0], zero], oo)
             oo = mma16816(bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][1], zero], oo)
             fin.append(oo)
-        for nt in range(NXP // 8):
+        if "epistore" in ks.skip:
+            total = Float32(0.0)
+            for nt in range(NXP // 8):
+                for e in range(4):
+                    total = total + fin[nt][e]
+            word = cute.arch.inline_ptx(
+                "mov.b32 {$w0}, {$r0};", write_only_types=[Int32], read_only_args=[total]
+            )
+            sink_if_magic(cute.recast_ptr(o_head + Int64(rows[0] * 2), dtype=Int32), word)
+            return
+        epilogue_stores(ks, fin, cols, rows, has_tile, uc_head, o_head)
+
+    def epilogue_stores(
+        ks: Any, fin: list, cols: list, rows: tuple, has_tile: Any, uc_head: Any, o_head: Any
+    ) -> None:
+        """Phase 5's results of one tile: k-side columns appended to the u ring, q-side columns
+        to the outputs (predicated 16-bit stores)."""
+        for nt in range(ks.NXP // 8):
             for e in range(4):
                 k_side, q_side, _, _, ring_off, out_off = cols[2 * nt + e % 2]
                 row64 = Int64(rows[e // 2])

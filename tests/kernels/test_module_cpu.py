@@ -720,3 +720,28 @@ def test_tepi_runs_tile_0s_epilogue_before_tile_1s_wait(
     for op in ("cp.async.bulk.shared::cluster", "mma.sync", "bar.sync", "mbarrier.try_wait"):
         assert ptx.count(op) == base.count(op), op
     assert _state_op_counts(ptx) == _state_op_counts(base)
+
+
+@pytest.mark.skipif(
+    not _next_has_tepi() or '"epistore" in ks.skip' not in NEXT.read_text(),
+    reason="no epistore / epimath knock-outs in next",
+)
+def test_epilogue_knockouts_split_its_math_from_its_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Timing knock-outs of phase 5 (results wrong on purpose): `epistore` keeps every MMA and
+    drops the 16-bit u / output stores (one never-taken store per tile keeps the math alive);
+    `epimath` keeps the stores and drops phase 5's MMAs (8 per tile at T=4) and ldmatrix."""
+    base = _next_bv128_ptx(tmp_path, 13, "late13")
+    ptx = {}
+    for knob in ("epistore", "epimath"):
+        monkeypatch.setenv("GDN_UCACHE_SKIP", knob)
+        ptx[knob] = _next_bv128_ptx(tmp_path, 13, f"late13-{knob}")
+    # 8 predicated stores of either kind per thread (4 per tile), each a u-ring and an output store
+    assert base.count("st.global.b16") == 16 and base.count("0x13579bdf") == 0
+    assert ptx["epistore"].count("mma.sync") == base.count("mma.sync")
+    assert ptx["epistore"].count("st.global.b16") == 0
+    assert ptx["epistore"].count("0x13579bdf") == 2  # one sink per tile
+    assert ptx["epimath"].count("st.global.b16") == base.count("st.global.b16")
+    assert ptx["epimath"].count("mma.sync") == base.count("mma.sync") - 16
+    assert ptx["epimath"].count("ldmatrix") == 0 < base.count("ldmatrix")
