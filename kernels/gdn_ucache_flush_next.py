@@ -865,19 +865,21 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         bf = torch.bfloat16
         b_sw, b_c, b_m, cols, r0_ = eops
         rows = (tile * 16 + g4, tile * 16 + g4 + 8)
+
+        def history_acc_in(nt: int) -> list:
+            # e^{G*} S0 X^T of n-tile nt in the accumulator layout (zero past the NX columns)
+            out = []
+            for e in range(4):
+                n_d = nt * 8 + r0_ + e % 2
+                if pj is not None:
+                    d_e = pj[e]
+                else:
+                    d_e = ds[rows[e // 2] * DSP + cutlass.min(n_d, Int32(NX - 1))]
+                out.append(cutlass.select_(n_d < NX, eg_star * d_e, Float32(0.0)))
+            return out
+
         if "epimath" in ks.skip:
-            fin = []
-            for nt in range(NXP // 8):
-                hx0 = []
-                for e in range(4):
-                    n_d = nt * 8 + r0_ + e % 2
-                    d_e = (
-                        pj[e]
-                        if pj is not None
-                        else ds[rows[e // 2] * DSP + cutlass.min(n_d, Int32(NX - 1))]
-                    )
-                    hx0.append(eg_star * d_e)
-                fin.append(hx0)
+            fin = [history_acc_in(nt) for nt in range(NXP // 8)]
             epilogue_stores(ks, fin, cols, rows, has_tile, uc_head, o_head)
             return
         # A = u window^T [16 rows x 16 j]: lane t addresses row t % 8 of
@@ -886,14 +888,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         ua = ldsm_x4_trans(uw16_i + ((lane % 8 + 8 * (mi // 2)) * UWS + tile * 16 + 8 * (mi % 2)))
         acc = []
         for nt in range(NXP // 8):
-            hxc = []
-            for e in range(4):
-                n_d = nt * 8 + r0_ + e % 2
-                if pj is not None:
-                    d_e = pj[e]
-                else:
-                    d_e = ds[rows[e // 2] * DSP + cutlass.min(n_d, Int32(NX - 1))]
-                hxc.append(cutlass.select_(n_d < NX, eg_star * d_e, Float32(0.0)))
+            hxc = history_acc_in(nt)
             hxc = mma16816(ks.ring, ua, [b_sw[nt][0][0], b_sw[nt][1][0]], hxc)
             hxc = mma16816(ks.ring, ua, [b_sw[nt][0][1], b_sw[nt][1][1]], hxc)
             acc.append(hxc)
