@@ -97,6 +97,12 @@
 #                                  # forced onto both, their launch candidates, then the table vs
 #                                  # the table + tepi vs flashinfer (K18_VARIANTS replaces them;
 #                                  # K18_CONF=0: the sweep alone, ~20 s)
+#   bash bench/h200_run.sh k19     # ~130 s (session 20): next's afe (the affine epilogue: U and
+#                                  # the outputs as Z0 + (e^{G*} P) L^T, Z0 and L before the state
+#                                  # arrives): #3's suite forced onto it (late13, late10), its
+#                                  # launch candidates, then the table vs the table + afe vs tepi
+#                                  # vs no_epi vs flashinfer (K19_VARIANTS replaces them;
+#                                  # K19_CONF=0: the sweep alone)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -557,6 +563,31 @@ k18)
     tee "$out/sweep-k18.log" | grep -v '^# v' | tail -n 40 || true
   echo "# h200_run k18: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k18.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k19)
+  # session 20: afe (bulk modes at BV=128, T <= 4: phase 5 is affine in the projections,
+  # [U | O] = Z0 + (e^{G*} P) L^T; Z0 and L are computed before the state tiles arrive and each
+  # tile's projection is followed by two MMAs and its stores). Conformance first: #3's suite
+  # forced onto afe (late13 with the table's B >= 128 knobs; late10), the launch candidates with
+  # afe (both arms); then one sweep of the table, the table + afe (with t1early too: the late10
+  # entries at B 32..127 lack it), tepi (k18's sweep leaked GDN_UCACHE_TEPI into its later
+  # columns: this is its first clean sweep past the first point), no_epi and flashinfer
+  NEXTF=kernels/gdn_ucache_flush_next.py
+  export GDN_UCACHE_OURS_MODULE=$NEXTF
+  if [[ ${K19_CONF:-1} == 1 ]]; then
+    GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_AFE=1 \
+      FORCED_MODULE=$NEXTF forced_suites k19-afe 128 60 4 13 10 &
+    conformance candidate-k19 100 "candidate and afe"
+    wait
+  fi
+  # shellcheck disable=SC2086 # a word list
+  timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
+    --flush 0 20 100 --budget-s 135 --json "$out/sweep-k19.json" --backends flashinfer \
+    --modules "ours=$NEXTF" --variants ${K19_VARIANTS:-ours:base ours:base+afe \
+    ours:base+t1early+afe ours:base+tepi ours:base+no_epi} 2>&1 |
+    tee "$out/sweep-k19.log" | grep -v '^# v' | tail -n 40 || true
+  echo "# h200_run k19: wall $((SECONDS - t_all)) s"
+  tar -czf "$out/../kernel-k19.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 k15)
   # why verify-only at HV=32 is 1.08x flashinfer and HV=64 is not: the same CTA count (8192) at

@@ -95,6 +95,9 @@ VARIANTS = {
     # session 19: bulk modes at BV=128 with t1early: each tile's epilogue right after its
     # projection, while the warp's next tile is in flight (implies nobar)
     "tepi": {"GDN_UCACHE_TEPI": "1"},
+    # session 20: bulk modes at BV=128, T <= 4: the affine epilogue (U and the outputs as
+    # Z0 + (e^{G*} P) L^T, Z0 and L before the state arrives; two MMAs per tile after it)
+    "afe": {"GDN_UCACHE_AFE": "1"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -155,6 +158,11 @@ CANDIDATES = (
     "bv128+late13+mbp0+t1early+t1l2+wvearly+tepi",
     "bv128+late13+mbp0+t1early+t1l2+tepi",
     "bv128+late10+mbp0+t1early+tepi",
+    # session 20: afe (the affine epilogue) on the table's B >= 128 and B 32..127 entries
+    "bv128+late13+mbp0+t1early+t1l2+wvearly+afe",
+    "bv128+late13+mbp0+t1early+t1l2+afe",
+    "bv128+late10+mbp0+afe",
+    "bv128+late10+mbp0+t1early+afe",
 )
 
 KNOBS = (
@@ -177,6 +185,8 @@ KNOBS = (
     "GDN_UCACHE_DSREG",
     "GDN_UCACHE_NOBAR",
     "GDN_UCACHE_NEXTL2",
+    "GDN_UCACHE_TEPI",
+    "GDN_UCACHE_AFE",
 )
 
 

@@ -853,14 +853,17 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
     def epilogue_tile(
         ks: Any, eops: tuple, tile: Any, has_tile: Any, g4: Any, c4: Any, lane: Any, uw16_i: Any,
         ds: Any, pj: tuple | None, eg_star: Any, vs: Any, uc_head: Any, o_head: Any, zero: Any,
-    ) -> None:  # fmt: skip
+        afe_z0: bool = False,
+    ) -> list | None:  # fmt: skip
         """Phase 5 for one 16-row tile (kernel docstring): history HX = e^{G*} S0 X^T + U_win^T
         SW, residual R = V - e^{gamma} HX_k, solve U = R M^T, outputs O = e^{gamma} HX_q + U C^T,
         then the u appends and the outputs as predicated 16-bit stores. The projections come
         from ds (this warp's rows: a warp barrier must order them) or, with dsreg, in pj.
         Timing knock-outs (results wrong): `epimath` stores e^{G*} x the projections without the
         math; `epistore` runs the math and keeps it alive by one never-taken store instead of
-        the 16-bit stores (session 19: is phase 5's cost its math or its stores?)."""
+        the 16-bit stores (session 19: is phase 5's cost its math or its stores?).
+        afe_z0: the same math with P = 0 (the affine epilogue's Z0, before the state arrives),
+        returned per n-tile in the accumulator layout instead of stored."""
         NX, NXP, UWS, DSP, VSS = ks.NX, ks.NXP, ks.UWS, ks.DSP, ks.VSS
         bf = torch.bfloat16
         b_sw, b_c, b_m, cols, r0_ = eops
@@ -869,6 +872,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         def history_acc_in(nt: int) -> list:
             # e^{G*} S0 X^T of n-tile nt in the accumulator layout (zero past the NX columns)
             out = []
+            if afe_z0:
+                return [Float32(0.0)] * 4
             for e in range(4):
                 n_d = nt * 8 + r0_ + e % 2
                 if pj is not None:
@@ -878,10 +883,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 out.append(cutlass.select_(n_d < NX, eg_star * d_e, Float32(0.0)))
             return out
 
-        if "epimath" in ks.skip:
+        if "epimath" in ks.skip and not afe_z0:
             fin = [history_acc_in(nt) for nt in range(NXP // 8)]
             epilogue_stores(ks, fin, cols, rows, has_tile, uc_head, o_head)
-            return
+            return None
         # A = u window^T [16 rows x 16 j]: lane t addresses row t % 8 of
         # 8x8 block t // 8 = (j half, row half)
         mi = lane // 8
@@ -922,6 +927,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             oo = mma16816(bf, [ua2[0][1], ua2[1][1], zero, zero], [b_c[nt][0], zero], oo)
             oo = mma16816(bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][1], zero], oo)
             fin.append(oo)
+        if afe_z0:
+            return fin
         if "epistore" in ks.skip:
             total = Float32(0.0)
             for nt in range(NXP // 8):
@@ -931,8 +938,21 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 "mov.b32 {$w0}, {$r0};", write_only_types=[Int32], read_only_args=[total]
             )
             sink_if_magic(cute.recast_ptr(o_head + Int64(rows[0] * 2), dtype=Int32), word)
-            return
+            return None
         epilogue_stores(ks, fin, cols, rows, has_tile, uc_head, o_head)
+        return None
+
+    def afe_result(d: list, eg_star: Any, z: list, w: tuple, zero: Any) -> tuple:
+        """afe: [U | O] of one 16 x 8 tile in the projection's accumulator layout, Z0 + (e^{G*} P)
+        L^T, as two bf16 MMAs whose K = 16 holds [P hi | P lo] (P's accumulator layout is the A
+        layout of K columns 0-7; its lo parts fill 8-15): [P hi | P lo] [L hi; L hi] +
+        [P hi | P lo] [L lo; 0] (P lo L lo, ~2^-16 relative, dropped as in the other splits)."""
+        bf = torch.bfloat16
+        pa = split2(eg_star * d[0], eg_star * d[1], bf)
+        pb = split2(eg_star * d[2], eg_star * d[3], bf)
+        a = [pa[0], pb[0], pa[1], pb[1]]
+        acc = mma16816(bf, a, [w[0], w[0]], z)
+        return mma16816(bf, a, [w[1], zero], acc)
 
     def epilogue_stores(
         ks: Any, fin: list, cols: list, rows: tuple, has_tile: Any, uc_head: Any, o_head: Any
@@ -1405,6 +1425,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             nobar: bool = False,
             nextl2: bool = False,
             tepi: bool = False,
+            afe: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -1547,6 +1568,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # mmat moves to the end of tile 0's turn); kernels/NOTES.md, session 19
             self.tepi = tepi and self.bulk and BV == 128 and self.t1early and not persist
             self.nobar = self.nobar or self.tepi
+            # one row per CTA, bulk modes at BV=128, T <= 4 (affine epilogue): U and the outputs
+            # are affine in the projections P = S0 X^T, [U | O] = Z0 + (e^{G*} P) L^T, with L (NX x
+            # NX) from M, C and the gates (key side, GR_WARP) and Z0 (P = 0: history window term,
+            # residual of v, solve, outputs) per row. Both are computed before the state tiles
+            # arrive; after each tile's projection only two MMAs and the stores remain (phase 5
+            # leaves the state's critical path: session 20, kernels/NOTES.md)
+            self.afe = (
+                afe and self.bulk and BV == 128 and self.NXP == 8 and not persist
+                and not self.dsreg and not self.tepi
+            )  # fmt: skip
 
         @cute.jit
         def __call__(
@@ -1766,6 +1797,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # M = (I + A)^-1 diag(beta): the token coupling of the solve as one T x T matrix
             mmat = cute.make_tensor(
                 smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
+            )
+            # afe: L (NX x NX), the outputs' coefficients on e^{G*} P: lmat[n * NX + c]
+            n_lm = NX * NX if self.afe else 4
+            lmat = cute.make_tensor(
+                smem.allocate_array(Float32, n_lm, byte_alignment=16), cute.make_layout(n_lm)
             )
             xb = cute.make_tensor(big(Int32, n_xb), cute.make_layout(n_xb))
             n_kb = 4 if self.fold_from_window else 16 * 2 * 32
@@ -2333,6 +2369,97 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     m_s = m_s - amat[s_ * T + r_] * mcol[r_]
                                 mcol.append(m_s)
                                 mmat[s_ * T + lane] = m_s
+                        if cutlass.const_expr(self.afe):
+                            # Row n = lane of L: [U | O] = Z0 + (e^{G*} P) L^T, where
+                            #   U_n = sum_c M_nc (v_c - e^{gamma_c} HX_c), HX = e^{G*} P + history
+                            #   O_s = e^{gamma_s} HX_{T+s} + sum_r C_sr U_r
+                            # so L[n, c] = -M_nc e^{gamma_c} (n, c < T), L[T+s, c] = -sum_r C_sr
+                            # M_rc e^{gamma_c} (c < T), L[T+s, T+s'] = e^{gamma_s} [s = s'],
+                            # L[n < T, c >= T] = 0. fp32; split into hi + lo where it is used.
+                            cute.arch.sync_warp()
+                            if lane < NX:
+                                for c_ in cutlass.range_constexpr(NX):
+                                    if cutlass.const_expr(c_ < T):
+                                        eg_c = cute.math.exp(gam[c_], fastmath=True)
+                                        coef = Float32(0.0)
+                                        for r_ in cutlass.range_constexpr(T):
+                                            c_sr = cmat[
+                                                cutlass.min(
+                                                    cutlass.max(lane - T, Int32(0)), Int32(T - 1)
+                                                )
+                                                * T
+                                                + r_
+                                            ]
+                                            w_r = cutlass.select_(
+                                                lane < T,
+                                                cutlass.select_(
+                                                    lane == r_, Float32(1.0), Float32(0.0)
+                                                ),
+                                                c_sr,
+                                            )
+                                            coef = coef + w_r * mmat[r_ * T + c_]
+                                        lmat[lane * NX + c_] = -coef * eg_c
+                                    else:
+                                        eg_c = cute.math.exp(gam[c_ - T], fastmath=True)
+                                        lmat[lane * NX + c_] = cutlass.select_(
+                                            lane == c_, eg_c, Float32(0.0)
+                                        )
+
+                    if cutlass.const_expr(self.afe):
+                        # afe: everything of phase 5 that does not need the state, before the
+                        # state tiles arrive. A CTA barrier orders phase 3's sw / cmat / mmat /
+                        # lmat (other warps' writes); Z0 (phase 5 with P = 0) per tile, moved into
+                        # the projection's permuted rows through this warp's own ds rows; the B
+                        # fragments of L as hi + lo.
+                        cute.arch.sync_threads()
+                        eops = epilogue_operands(self, g4, c4, sw, cmat, mmat, gam, base, P, o_st)
+                        o_head = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0))
+                        zero = Int32(0)
+                        afe_z = []
+                        for afe_ti in cutlass.range_constexpr(self.TILES_PER_WARP):
+                            afe_tile = warp + 4 * afe_ti
+                            afe_ze = epilogue_tile(
+                                self, eops, afe_tile, True, g4, c4, lane, uw16_i, ds, None,
+                                eg_star, vs, uc_head, o_head, zero, afe_z0=True,
+                            )[0]  # fmt: skip
+                            for afe_e in cutlass.range_constexpr(4):
+                                afe_n = 2 * c4 + (afe_e % 2)
+                                if afe_n < NX:
+                                    ds[(afe_tile * 16 + g4 + 8 * (afe_e // 2)) * DSP + afe_n] = (
+                                        afe_ze[afe_e]
+                                    )
+                        cute.arch.sync_warp()
+                        for afe_ti in cutlass.range_constexpr(self.TILES_PER_WARP):
+                            afe_tile = warp + 4 * afe_ti
+                            afe_prow = afe_tile * 16 + (g4 % 2) * 8 + g4 // 2
+                            afe_zp = []
+                            for afe_e in cutlass.range_constexpr(4):
+                                afe_n = 2 * c4 + (afe_e % 2)
+                                afe_zp.append(
+                                    cutlass.select_(
+                                        afe_n < NX,
+                                        ds[
+                                            (afe_prow + 4 * (afe_e // 2)) * DSP
+                                            + cutlass.min(afe_n, NX - 1)
+                                        ],
+                                        Float32(0.0),
+                                    )
+                                )
+                            afe_z.append(afe_zp)
+                        afe_lr = cutlass.min(g4, Int32(NX - 1))
+                        afe_c0 = cutlass.min(2 * c4, Int32(NX - 1))
+                        afe_c1 = cutlass.min(2 * c4 + 1, Int32(NX - 1))
+                        afe_w = split2(
+                            cutlass.select_(
+                                (g4 < NX) & (2 * c4 < NX), lmat[afe_lr * NX + afe_c0], Float32(0.0)
+                            ),
+                            cutlass.select_(
+                                (g4 < NX) & (2 * c4 + 1 < NX),
+                                lmat[afe_lr * NX + afe_c1],
+                                Float32(0.0),
+                            ),
+                            torch.bfloat16,
+                        )
 
                     # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ---------
                     if cutlass.const_expr(not self.late_seq and not self.bulk):
@@ -2472,7 +2599,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     (dch[0][e] + dch[1][e]) + (dch[2][e] + dch[3][e])
                                     for e in range(4)
                                 ]
-                                if cutlass.const_expr(self.dsreg):
+                                if cutlass.const_expr(self.afe):
+                                    # [U | O] of this tile: Z0 + (e^{G*} P) L^T, then stored
+                                    fin_t = afe_result(d, eg_star, afe_z[ti], afe_w, zero)
+                                    epilogue_stores(
+                                        self, [fin_t], eops[3], rows, True, uc_head, o_head
+                                    )
+                                elif cutlass.const_expr(self.dsreg):
                                     ep = proj_to_epilogue_rows(d, g4, c4)
                                     if cutlass.const_expr(ti == 0):
                                         pj0_0, pj0_1, pj0_2, pj0_3 = ep
@@ -2648,7 +2781,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     #   O  = e^{gamma} HX_q + U C^T             (outputs land on the q columns)
                     # The accumulator of columns < T carries U, of columns >= T carries O. Every
                     # fp32 operand enters as a hi + lo pair; the solve MMAs use bf16 (fp32 range).
-                    if cutlass.const_expr("epi" not in self.skip and not self.tepi):
+                    if cutlass.const_expr(
+                        "epi" not in self.skip and not self.tepi and not self.afe
+                    ):
                         eops = epilogue_operands(self, g4, c4, sw, cmat, mmat, gam, base, P, o_st)
                         o_head = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0))
                         zero = Int32(0)
@@ -2807,6 +2942,7 @@ def compile_variant(
     nobar: bool = False,
     nextl2: bool = False,
     tepi: bool = False,
+    afe: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -2837,6 +2973,9 @@ def compile_variant(
     tepi: one row per CTA, bulk modes at BV=128 with t1early: each tile's epilogue right after its
     projection (and fold), while the warp's next tile is in flight; implies nobar
     (GDN_UCACHE_TEPI=0/1 overrides).
+    afe: one row per CTA, bulk modes at BV=128, T <= 4, not with dsreg or tepi (affine epilogue):
+    U and the outputs as Z0 + (e^{G*} P) L^T, Z0 and L computed before the state arrives, two
+    MMAs per tile after its projection (GDN_UCACHE_AFE=0/1 overrides).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -2893,6 +3032,15 @@ def compile_variant(
         and not persist
     )
     nobar = nobar or tepi
+    afe = (
+        _flag_knob("GDN_UCACHE_AFE", afe)
+        and late in BULK_LATES
+        and BV == 128
+        and T <= 4
+        and not persist
+        and not dsreg
+        and not tepi
+    )
     xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
     xpf = int(xpf_raw) if xpf_raw else int(xpf)
     if not 0 <= xpf < 1 << 16:
@@ -2939,6 +3087,7 @@ def compile_variant(
         nobar,
         nextl2,
         tepi,
+        afe,
         arch,
     )
     fn = _CACHE.get(key)
@@ -2972,6 +3121,7 @@ def compile_variant(
         nobar=nobar,
         nextl2=nextl2,
         tepi=tepi,
+        afe=afe,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -3132,7 +3282,9 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in ("pf", "pf1", "pf2"):
             out["prefetch"] = int(part[2:] or 1)
             continue
-        if part in ("t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2", "tepi"):
+        if part in (
+            "t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2", "tepi", "afe"
+        ):  # fmt: skip
             out[part] = 1
             continue
         for key in ("bv", "mbp", "late", "persist", "xpf"):
@@ -3188,6 +3340,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     nobar = knob("GDN_UCACHE_NOBAR", "nobar", 0)
     nextl2 = knob("GDN_UCACHE_NEXTL2", "nextl2", 0)
     tepi = knob("GDN_UCACHE_TEPI", "tepi", 0)
+    afe = knob("GDN_UCACHE_AFE", "afe", 0)
     return {
         "bv": bv,
         "mbp": mbp,
@@ -3203,6 +3356,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
         "nobar": nobar,
         "nextl2": nextl2,
         "tepi": tepi,
+        "afe": afe,
     }
 
 
@@ -3585,6 +3739,7 @@ def _launch(
         nobar=bool(cfg["nobar"]),
         nextl2=bool(cfg["nextl2"]),
         tepi=bool(cfg["tepi"]),
+        afe=bool(cfg["afe"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )

@@ -16,7 +16,7 @@ NEXT = KERNEL.with_name("gdn_ucache_flush_next.py")
 
 
 # on/off launch knobs the table may name (session 12)
-FLAG_KNOBS = {"t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2", "tepi"}
+FLAG_KNOBS = {"t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2", "tepi", "afe"}
 
 
 def test_floor_matches_kernel_spec_tables() -> None:
@@ -97,6 +97,17 @@ def test_launch_config_knobs(knext, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GDN_UCACHE_LATE", "1")
     cfg = knext.launch_config(256, 32, 4, cpu)
     assert (cfg["mbp"], cfg["late"]) == (6, 1)
+
+
+def test_every_variant_knob_is_cleared_between_variants() -> None:
+    """The sweep clears KNOBS before each variant: an environment variable a variant sets but
+    KNOBS misses leaks into every later column and point (session 20: GDN_UCACHE_TEPI did, so
+    k18's 'base' columns after the first point ran with tepi)."""
+    from bench.knockout import CANDIDATES, KNOBS, VARIANTS, variant_env
+
+    set_by_variants = {key for env in VARIANTS.values() for key in env}
+    set_by_variants |= {key for name in CANDIDATES for key in variant_env(name)}
+    assert set_by_variants <= set(KNOBS), sorted(set_by_variants - set(KNOBS))
 
 
 def test_tuned_table_lookup(knext, monkeypatch: pytest.MonkeyPatch) -> None:

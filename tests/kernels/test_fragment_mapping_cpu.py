@@ -334,3 +334,87 @@ def test_late13_gram_reads_its_a_rows_from_the_b_words() -> None:
             for e in range(4):
                 gram[g + 8 * (e // 2), nt * 8 + 2 * c + e % 2] = acc[lane][e]
     np.testing.assert_allclose(gram, X @ X.T, rtol=1e-12, atol=1e-9)
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """Round to bfloat16 (nearest even) through float32 bits."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def _split_bf16(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    hi = _bf16(x)
+    return hi, _bf16(x - hi)
+
+
+def _afe_lmat(mmat: np.ndarray, cmat: np.ndarray, gam: np.ndarray, T: int) -> np.ndarray:
+    """L as next's GR_WARP builds it (lane n = row n, column loop c), afe."""
+    NX = 2 * T
+    L = np.zeros((NX, NX))
+    for lane in range(NX):
+        for c in range(NX):
+            if c < T:
+                s = min(max(lane - T, 0), T - 1)
+                w = [(1.0 if lane == r else 0.0) if lane < T else cmat[s, r] for r in range(T)]
+                L[lane, c] = -sum(w[r] * mmat[r, c] for r in range(T)) * np.exp(gam[c])
+            else:
+                L[lane, c] = np.exp(gam[c - T]) if lane == c else 0.0
+    return L
+
+
+def test_afe_affine_epilogue_matches_phase_5() -> None:
+    """afe (next): [U | O] = Z0 + (e^{G*} P) L^T with Z0 = phase 5 at P = 0 and L from M, C and
+    the gates, read through the bulk modes' permuted MMA rows (Z0 via ds), the projection's
+    accumulators as the A operand [P hi | P lo] (K = 16) against [L hi; L hi] and [L lo; 0]:
+    equal to the plain per-row epilogue within the bf16 hi/lo split's ~2^-16, for T = 2..4."""
+    rng = np.random.default_rng()
+    for T in range(2, 5):
+        NX = 2 * T
+        d = rng.standard_normal((16, NX))
+        uwin, sw = rng.standard_normal((16, 16)), rng.standard_normal((16, NX))
+        eg = 0.8
+        v = rng.standard_normal((T, 16))
+        gam = -np.cumsum(rng.uniform(0.01, 0.3, T))
+        beta = rng.uniform(0.2, 0.9, T)
+        amat = np.tril(rng.standard_normal((T, T)) * 0.3, -1)
+        cmat = np.tril(rng.standard_normal((T, T)) * 0.3)
+        mmat = np.linalg.inv(np.eye(T) + amat) @ np.diag(beta)
+        ref_u, ref_o = _epilogue_reference(d, uwin, sw, eg, v, gam, beta, amat, cmat, T)
+        z_u, z_o = _epilogue_reference(0 * d, uwin, sw, eg, v, gam, beta, amat, cmat, T)
+        z0 = np.zeros((16, 8))
+        z0[:, :T], z0[:, T:NX] = z_u, z_o
+        L = _afe_lmat(mmat, cmat, gam, T)
+        L8 = np.zeros((8, 8))
+        L8[:NX, :NX] = L
+        l_hi, l_lo = _split_bf16(L8)
+        a, b1, b2, cz = {}, {}, {}, {}
+        for ln in range(32):
+            g, c = ln // 4, ln % 4
+            prow = [(g % 2) * 8 + g // 2, (g % 2) * 8 + g // 2 + 4]  # MMA rows g, g + 8
+            p = np.array(
+                [
+                    eg * d[prow[e // 2], 2 * c + e % 2] if 2 * c + e % 2 < NX else 0.0
+                    for e in range(4)
+                ]
+            )
+            hi, lo = _split_bf16(p)
+            a[ln] = [hi[0:2], hi[2:4], lo[0:2], lo[2:4]]
+            b1[ln] = [l_hi[g, 2 * c : 2 * c + 2], l_hi[g, 2 * c : 2 * c + 2]]
+            b2[ln] = [l_lo[g, 2 * c : 2 * c + 2], np.zeros(2)]
+            cz[ln] = [z0[prow[e // 2], 2 * c + e % 2] for e in range(4)]
+        fin = _mma(a, b2, _mma(a, b1, cz))
+        out_u, out_o = np.full((16, T), np.nan), np.full((16, T), np.nan)
+        for ln in range(32):
+            g, c = ln // 4, ln % 4
+            for e in range(4):
+                n, row = 2 * c + e % 2, (g % 2) * 8 + g // 2 + 4 * (e // 2)
+                if n < T:
+                    out_u[row, n] = fin[ln][e]
+                elif n < NX:
+                    out_o[row, n - T] = fin[ln][e]
+        scale = max(np.abs(ref_u).max(), np.abs(ref_o).max())
+        assert np.abs(out_u - ref_u).max() < 1e-4 * scale, T
+        assert np.abs(out_o - ref_o).max() < 1e-4 * scale, T
+        # and the split matters: L rounded to bf16 once is visibly worse than hi + lo
+        assert np.abs(l_hi + l_lo - L8).max() < 2.0**-15 * np.abs(L8).max()

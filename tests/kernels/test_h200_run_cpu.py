@@ -20,7 +20,7 @@ echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
   "GDN_UCACHE_T1EARLY=${GDN_UCACHE_T1EARLY:-} GDN_UCACHE_XPF=${GDN_UCACHE_XPF:-}" \\
   "GDN_UCACHE_DSREG=${GDN_UCACHE_DSREG:-} GDN_UCACHE_NOBAR=${GDN_UCACHE_NOBAR:-}" \\
   "GDN_UCACHE_PERSIST=${GDN_UCACHE_PERSIST:-} GDN_UCACHE_NPROG=${GDN_UCACHE_NPROG:-}" \\
-  "GDN_UCACHE_TEPI=${GDN_UCACHE_TEPI:-}" >>"$STUB_LOG"
+  "GDN_UCACHE_TEPI=${GDN_UCACHE_TEPI:-} GDN_UCACHE_AFE=${GDN_UCACHE_AFE:-}" >>"$STUB_LOG"
 # the files a step's options name: a sweep's --json (propose reads the ones that exist),
 # propose's --write (the proposed kernel file), ncu's -o report
 prev=""
@@ -398,3 +398,26 @@ def test_k18_conf_0_runs_the_sweep_alone(tmp_path: Path) -> None:
     assert not [ln for ln in lines if "run_gpu_suite.py" in ln or "conformance_gpu" in ln]
     assert len([ln for ln in lines if "bench/knockout.py" in ln]) == 1
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k18.tar.gz"]
+
+
+def test_k19_checks_afe_before_timing_it(tmp_path: Path) -> None:
+    """k19: #3's suite forced onto afe (late13 with the B >= 128 knobs, late10), the launch
+    candidates with afe (both arms), then one sweep of the table, the table + afe, tepi and
+    no_epi vs flashinfer; K19_CONF=0 runs the sweep alone; one archive each."""
+    (tmp_path / "full").mkdir()
+    (tmp_path / "sweep").mkdir()
+    calls, out = run_mode(tmp_path / "full", "k19")
+    lines = calls.splitlines()
+    suites = [ln for ln in lines if "run_gpu_suite.py" in ln]
+    assert sorted(out_name(ln) for ln in suites) == ["suite-k19-afe-late10", "suite-k19-afe-late13"]
+    for ln in suites:
+        assert "GDN_UCACHE_AFE=1" in ln and "GDN_UCACHE_BV=128" in ln
+    (conf,) = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
+    assert "candidate and afe" in conf
+    (sweep,) = [ln for ln in lines if "bench/knockout.py" in ln]
+    assert " ours:base ours:base+afe ours:base+t1early+afe ours:base+tepi ours:base+no_epi" in sweep
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k19.tar.gz"]
+    calls, out = run_mode(tmp_path / "sweep", "k19", {"K19_CONF": "0"})
+    lines = calls.splitlines()
+    assert not [ln for ln in lines if "run_gpu_suite.py" in ln or "conformance_gpu" in ln]
+    assert len([ln for ln in lines if "bench/knockout.py" in ln]) == 1
