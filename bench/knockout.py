@@ -62,6 +62,8 @@ VARIANTS = {
     # session 19: phase 5's math without its stores / its stores without the math
     "no_epistore": {"GDN_UCACHE_SKIP": "epistore"},
     "no_epimath": {"GDN_UCACHE_SKIP": "epimath"},
+    # session 20, afe only: Z0 (phase 5 at P = 0, before the state arrives) replaced by zeros
+    "no_afez0": {"GDN_UCACHE_SKIP": "afez0"},
     "no_all": {"GDN_UCACHE_SKIP": "state,proj,epi,fold"},
     # the state tiles are loaded (and kept alive by one predicated store each) but no math runs:
     # what streaming the state costs at this launch config, next to no_all (everything else)

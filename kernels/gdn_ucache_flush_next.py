@@ -1798,10 +1798,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             mmat = cute.make_tensor(
                 smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
             )
-            # afe: L (NX x NX), the outputs' coefficients on e^{G*} P: lmat[n * NX + c]
-            n_lm = NX * NX if self.afe else 4
-            lmat = cute.make_tensor(
-                smem.allocate_array(Float32, n_lm, byte_alignment=16), cute.make_layout(n_lm)
+            # afe: L (NX x NX), the outputs' coefficients on e^{G*} P: lmat[n * NX + c] (allocated
+            # only with afe, so that the other configurations keep their shared-memory layout and
+            # PTX; ds stands in, never touched)
+            lmat = (
+                cute.make_tensor(
+                    smem.allocate_array(Float32, NX * NX, byte_alignment=16),
+                    cute.make_layout(NX * NX),
+                )
+                if self.afe
+                else ds
             )
             xb = cute.make_tensor(big(Int32, n_xb), cute.make_layout(n_xb))
             n_kb = 4 if self.fold_from_window else 16 * 2 * 32
@@ -2418,10 +2424,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         afe_z = []
                         for afe_ti in cutlass.range_constexpr(self.TILES_PER_WARP):
                             afe_tile = warp + 4 * afe_ti
-                            afe_ze = epilogue_tile(
-                                self, eops, afe_tile, True, g4, c4, lane, uw16_i, ds, None,
-                                eg_star, vs, uc_head, o_head, zero, afe_z0=True,
-                            )[0]  # fmt: skip
+                            if cutlass.const_expr("afez0" in self.skip):
+                                # knock-out (results wrong): no Z0 math before the state arrives
+                                afe_ze = [Float32(0.0)] * 4
+                            else:
+                                afe_ze = epilogue_tile(
+                                    self, eops, afe_tile, True, g4, c4, lane, uw16_i, ds, None,
+                                    eg_star, vs, uc_head, o_head, zero, afe_z0=True,
+                                )[0]  # fmt: skip
                             for afe_e in cutlass.range_constexpr(4):
                                 afe_n = 2 * c4 + (afe_e % 2)
                                 if afe_n < NX:
@@ -2602,9 +2612,24 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 if cutlass.const_expr(self.afe):
                                     # [U | O] of this tile: Z0 + (e^{G*} P) L^T, then stored
                                     fin_t = afe_result(d, eg_star, afe_z[ti], afe_w, zero)
-                                    epilogue_stores(
-                                        self, [fin_t], eops[3], rows, True, uc_head, o_head
-                                    )
+                                    if cutlass.const_expr("epistore" in self.skip):
+                                        # knock-out (results wrong): the math kept alive by one
+                                        # never-taken store instead of the 16-bit stores
+                                        afe_sum = (fin_t[0] + fin_t[1]) + (fin_t[2] + fin_t[3])
+                                        sink_if_magic(
+                                            cute.recast_ptr(
+                                                o_head + Int64(rows[0] * 2), dtype=Int32
+                                            ),
+                                            cute.arch.inline_ptx(
+                                                "mov.b32 {$w0}, {$r0};",
+                                                write_only_types=[Int32],
+                                                read_only_args=[afe_sum],
+                                            ),
+                                        )
+                                    else:
+                                        epilogue_stores(
+                                            self, [fin_t], eops[3], rows, True, uc_head, o_head
+                                        )
                                 elif cutlass.const_expr(self.dsreg):
                                     ep = proj_to_epilogue_rows(d, g4, c4)
                                     if cutlass.const_expr(ti == 0):

@@ -745,3 +745,48 @@ def test_epilogue_knockouts_split_its_math_from_its_stores(
     assert ptx["epimath"].count("st.global.b16") == base.count("st.global.b16")
     assert ptx["epimath"].count("mma.sync") == base.count("mma.sync") - 16
     assert ptx["epimath"].count("ldmatrix") == 0 < base.count("ldmatrix")
+
+
+def _next_has_afe() -> bool:
+    return "self.afe = " in NEXT.read_text()
+
+
+@pytest.mark.skipif(not _next_has_afe(), reason="no afe in next")
+def test_afe_moves_phase_5s_math_before_the_state_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GDN_UCACHE_AFE=1 (late13 with the B >= 128 knobs): phase 5 at P = 0 (Z0: 8 MMAs and one
+    ldmatrix per tile) runs before the first mbarrier wait; after the waits only the projections
+    and two MMAs per tile remain, and the stores follow each tile's projection. One CTA barrier
+    more (it orders phase 3's operands before Z0); the state path is unchanged. Knock-outs:
+    `afez0` drops Z0's MMAs, `epistore` the stores (one never-taken store per tile instead)."""
+    for knob in ("GDN_UCACHE_T1EARLY", "GDN_UCACHE_T1L2", "GDN_UCACHE_WVEARLY"):
+        monkeypatch.setenv(knob, "1")
+    base = _next_bv128_ptx(tmp_path, 13, "late13-t1early")
+    monkeypatch.setenv("GDN_UCACHE_AFE", "1")
+    ptx = _next_bv128_ptx(tmp_path, 13, "late13-afe")
+    _portable(ptx)
+
+    def mmas_after_first_wait(text: str) -> int:
+        first = re.search(r"mbarrier\.try_wait", text)
+        assert first
+        return text[first.start() :].count("mma.sync")
+
+    # per tile at T=4: projection 16 (8 k-steps x hi/lo), epilogue 8 (2 + 3 + 3), afe 2
+    assert mmas_after_first_wait(base) - mmas_after_first_wait(ptx) == 2 * (8 - 2)
+    assert ptx.count("mma.sync") == base.count("mma.sync") + 2 * 2
+    first_wait = re.search(r"mbarrier\.try_wait", ptx)
+    assert first_wait and "ldmatrix" not in ptx[first_wait.start() :]
+    assert ptx.count("bar.sync") == base.count("bar.sync") + 1
+    assert ptx.count("st.global.b16") == base.count("st.global.b16")
+    # the state path: the same loads and copies (ptxas may merge Z0's fp32 operand reads of
+    # sw / cmat / mmat / lmat into more 16-byte shared reads, so those are not compared)
+    ops, base_ops = _state_op_counts(ptx), _state_op_counts(base)
+    assert ops.pop("lds") >= base_ops.pop("lds") and ops == base_ops
+    monkeypatch.setenv("GDN_UCACHE_SKIP", "afez0")
+    no_z0 = _next_bv128_ptx(tmp_path, 13, "late13-afe-afez0")
+    assert no_z0.count("mma.sync") == ptx.count("mma.sync") - 2 * 8
+    monkeypatch.setenv("GDN_UCACHE_SKIP", "epistore")
+    no_st = _next_bv128_ptx(tmp_path, 13, "late13-afe-epistore")
+    assert no_st.count("st.global.b16") == 0 and no_st.count("0x13579bdf") == 2
+    assert no_st.count("mma.sync") == ptx.count("mma.sync")
