@@ -103,6 +103,12 @@
 #                                  # launch candidates, then the table vs the table + afe vs tepi
 #                                  # vs no_epi vs flashinfer (K19_VARIANTS replaces them;
 #                                  # K19_CONF=0: the sweep alone)
+#   bash bench/h200_run.sh k20     # ~130 s (session 20): next's ostage (the u / output results
+#                                  # staged in shared memory, written as 16-byte rows): #3's suite
+#                                  # forced onto it (late13 with afe, late10 without), its launch
+#                                  # candidates, then the table vs ostage vs afe + ostage vs no_epi
+#                                  # vs flashinfer (K20_VARIANTS replaces them; K20_CONF=0: the
+#                                  # sweep alone)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -588,6 +594,30 @@ k19)
     tee "$out/sweep-k19.log" | grep -v '^# v' | tail -n 40 || true
   echo "# h200_run k19: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k19.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k20)
+  # session 20: ostage (phase 5's u / output results staged in each tile's own ds rows and
+  # written as 16-byte rows, two lanes per 32-byte sector, instead of 16-bit stores; k19 on the
+  # H100: the 16-bit stores are phase 5's whole cost). Conformance first: #3's suite forced onto
+  # ostage through afe (late13 with the B >= 128 knobs) and through phase 5 (late10), the launch
+  # candidates with ostage (both arms); then one sweep
+  NEXTF=kernels/gdn_ucache_flush_next.py
+  export GDN_UCACHE_OURS_MODULE=$NEXTF
+  if [[ ${K20_CONF:-1} == 1 ]]; then
+    GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_AFE=1 \
+      GDN_UCACHE_OSTAGE=1 FORCED_MODULE=$NEXTF forced_suites k20-afe-ostage 128 60 4 13 &
+    GDN_UCACHE_OSTAGE=1 FORCED_MODULE=$NEXTF forced_suites k20-ostage 128 60 4 10 &
+    conformance candidate-k20 100 "candidate and ostage"
+    wait
+  fi
+  # shellcheck disable=SC2086 # a word list
+  timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
+    --flush 0 20 100 --budget-s 135 --json "$out/sweep-k20.json" --backends flashinfer \
+    --modules "ours=$NEXTF" --variants ${K20_VARIANTS:-ours:base ours:base+ostage \
+    ours:base+afe+ostage ours:base+t1early+ostage ours:base+no_epi} 2>&1 |
+    tee "$out/sweep-k20.log" | grep -v '^# v' | tail -n 40 || true
+  echo "# h200_run k20: wall $((SECONDS - t_all)) s"
+  tar -czf "$out/../kernel-k20.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 k15)
   # why verify-only at HV=32 is 1.08x flashinfer and HV=64 is not: the same CTA count (8192) at

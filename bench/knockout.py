@@ -100,6 +100,8 @@ VARIANTS = {
     # session 20: bulk modes at BV=128, T <= 4: the affine epilogue (U and the outputs as
     # Z0 + (e^{G*} P) L^T, Z0 and L before the state arrives; two MMAs per tile after it)
     "afe": {"GDN_UCACHE_AFE": "1"},
+    # session 20: the u / output stores staged in shared memory, written as 16-byte rows
+    "ostage": {"GDN_UCACHE_OSTAGE": "1"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -165,6 +167,14 @@ CANDIDATES = (
     "bv128+late13+mbp0+t1early+t1l2+afe",
     "bv128+late10+mbp0+afe",
     "bv128+late10+mbp0+t1early+afe",
+    # session 20: ostage (16-byte u / output rows through shared memory) on the table's B >= 32
+    # entries, with and without afe
+    "bv128+late13+mbp0+t1early+t1l2+wvearly+ostage",
+    "bv128+late13+mbp0+t1early+t1l2+ostage",
+    "bv128+late10+mbp0+ostage",
+    "bv128+late10+mbp0+t1early+ostage",
+    "bv128+late13+mbp0+t1early+t1l2+wvearly+afe+ostage",
+    "bv128+late10+mbp0+afe+ostage",
 )
 
 KNOBS = (
@@ -189,6 +199,7 @@ KNOBS = (
     "GDN_UCACHE_NEXTL2",
     "GDN_UCACHE_TEPI",
     "GDN_UCACHE_AFE",
+    "GDN_UCACHE_OSTAGE",
 )
 
 

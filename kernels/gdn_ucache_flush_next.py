@@ -214,6 +214,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             read_only_args=[ptr.toint()],
         )
 
+    def lds_v4_at(addr: Any) -> tuple:
+        """16 bytes from shared memory at a 32-bit shared address."""
+        return cute.arch.inline_ptx(
+            "ld.shared.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}];",
+            write_only_types=[Int32] * 4,
+            read_only_args=[addr],
+        )
+
     def stg_v4(ptr: Any, w: list) -> None:
         cute.arch.inline_ptx(
             "st.global.v4.b32 [{$r0}], {{$r1}, {$r2}, {$r3}, {$r4}};",
@@ -423,6 +431,27 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 as_flag(to_ring),
                 as_flag(to_io),
             ],
+        )
+
+    def sts16_either(
+        addr: Any, x: Any, to_ring: Any, ring_dt: torch.dtype, io_dt: torch.dtype
+    ) -> None:
+        """x rounded to the ring dtype if to_ring, else to the output dtype, as one 16-bit
+        shared-memory element at byte address addr (ostage's staging)."""
+        cute.arch.inline_ptx(
+            "{ .reg .b16 h0, h1, h; .reg .pred p; setp.ne.s32 p, {$r2}, 0;"
+            f" cvt.rn.{_ptx_t(ring_dt)}.f32 h0, {{$r1}}; cvt.rn.{_ptx_t(io_dt)}.f32 h1, {{$r1}};"
+            " selp.b16 h, h0, h1, p; st.shared.b16 [{$r0}], h; }",
+            read_only_args=[addr, Float32(x), as_flag(to_ring)],
+        )
+
+    def stg_v4_either(p_a: Any, p_b: Any, w: tuple, to_a: Any, to_b: Any) -> None:
+        """16 bytes to p_a if to_a, to p_b if to_b (predicated vector stores)."""
+        cute.arch.inline_ptx(
+            "{ .reg .pred p, q; setp.ne.s32 p, {$r6}, 0; setp.ne.s32 q, {$r7}, 0;"
+            " @p st.global.v4.b32 [{$r0}], {{$r2}, {$r3}, {$r4}, {$r5}};"
+            " @q st.global.v4.b32 [{$r1}], {{$r2}, {$r3}, {$r4}, {$r5}}; }",
+            read_only_args=[p_a, p_b, w[0], w[1], w[2], w[3], as_flag(to_a), as_flag(to_b)],
         )
 
     def build_bx(xs: Any, g4: Any, c4: Any, NXP: int, dt: torch.dtype, split: bool) -> tuple:
@@ -853,7 +882,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
     def epilogue_tile(
         ks: Any, eops: tuple, tile: Any, has_tile: Any, g4: Any, c4: Any, lane: Any, uw16_i: Any,
         ds: Any, pj: tuple | None, eg_star: Any, vs: Any, uc_head: Any, o_head: Any, zero: Any,
-        afe_z0: bool = False,
+        afe_z0: bool = False, sctx: tuple | None = None,
     ) -> list | None:  # fmt: skip
         """Phase 5 for one 16-row tile (kernel docstring): history HX = e^{G*} S0 X^T + U_win^T
         SW, residual R = V - e^{gamma} HX_k, solve U = R M^T, outputs O = e^{gamma} HX_q + U C^T,
@@ -885,7 +914,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
 
         if "epimath" in ks.skip and not afe_z0:
             fin = [history_acc_in(nt) for nt in range(NXP // 8)]
-            epilogue_stores(ks, fin, cols, rows, has_tile, uc_head, o_head)
+            epilogue_stores(ks, fin, cols, rows, has_tile, uc_head, o_head, tile, sctx)
             return None
         # A = u window^T [16 rows x 16 j]: lane t addresses row t % 8 of
         # 8x8 block t // 8 = (j half, row half)
@@ -939,7 +968,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
             sink_if_magic(cute.recast_ptr(o_head + Int64(rows[0] * 2), dtype=Int32), word)
             return None
-        epilogue_stores(ks, fin, cols, rows, has_tile, uc_head, o_head)
+        epilogue_stores(ks, fin, cols, rows, has_tile, uc_head, o_head, tile, sctx)
         return None
 
     def afe_result(d: list, eg_star: Any, z: list, w: tuple, zero: Any) -> tuple:
@@ -955,10 +984,50 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         return mma16816(bf, a, [w[1], zero], acc)
 
     def epilogue_stores(
-        ks: Any, fin: list, cols: list, rows: tuple, has_tile: Any, uc_head: Any, o_head: Any
-    ) -> None:
+        ks: Any, fin: list, cols: list, rows: tuple, has_tile: Any, uc_head: Any, o_head: Any,
+        tile: Any = None, sctx: tuple | None = None,
+    ) -> None:  # fmt: skip
         """Phase 5's results of one tile: k-side columns appended to the u ring, q-side columns
-        to the outputs (predicated 16-bit stores)."""
+        to the outputs (predicated 16-bit stores). ostage (sctx = (shared address of the tile's
+        own ds rows, lane, base, P, o_st)): the 16-bit results go to shared memory as [column]
+        [16 rows] (undoing the bulk modes' row permutation), then lane 2 n + h writes the 16
+        bytes of rows 8 h .. 8 h + 7 of column n: one 16-byte store per lane, each pair of lanes
+        a whole 32-byte sector, instead of 16-bit stores touching half-sectors."""
+        if sctx is not None:
+            ds_addr, lane, base, P, o_st = sctx
+            stg = ds_addr + tile * (16 * ks.DSP * 4)  # this tile's own ds rows
+            T = ks.T
+            cute.arch.sync_warp()  # every lane has read the tile's ds rows (projections, Z0)
+            for nt in range(ks.NXP // 8):
+                for e in range(4):
+                    k_side, q_side, _, _, _, _ = cols[2 * nt + e % 2]
+                    n_c = nt * 8 + 2 * (lane % 4) + e % 2
+                    r = rows[e // 2] - tile * 16
+                    sts16_either(stg + (n_c * 16 + r) * 2, fin[nt][e], k_side, ks.ring, ks.io)
+            cute.arch.sync_warp()
+            for it in range(ks.NXP // 16 + (1 if ks.NXP % 16 else 0)):
+                n_l = it * 16 + lane // 2
+                half = lane % 2
+                live = n_l < ks.NXP
+                words = lds_v4_at(stg + cutlass.min(n_l, Int32(ks.NXP - 1)) * 32 + half * 16)
+                to_ring = live & (n_l < T)
+                to_io = live & (n_l >= T) & (n_l < 2 * T)
+                if has_tile is not True:
+                    to_ring = to_ring & has_tile
+                    to_io = to_io & has_tile
+                tok = cutlass.min(
+                    cutlass.max(cutlass.select_(n_l < T, n_l, n_l - T), Int32(0)), Int32(T - 1)
+                )
+                col0 = Int64(tile * 16 + half * 8)
+                ring_off = Int64(((base + P + tok) & RING_MASK) * V_DIM_C)
+                stg_v4_either(
+                    cute.recast_ptr(uc_head + (ring_off + col0), dtype=Int32),
+                    cute.recast_ptr(o_head + (Int64(tok) * o_st + col0), dtype=Int32),
+                    words,
+                    to_ring,
+                    to_io,
+                )
+            return
         for nt in range(ks.NXP // 8):
             for e in range(4):
                 k_side, q_side, _, _, ring_off, out_off = cols[2 * nt + e % 2]
@@ -1426,6 +1495,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             nextl2: bool = False,
             tepi: bool = False,
             afe: bool = False,
+            ostage: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -1574,6 +1644,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # residual of v, solve, outputs) per row. Both are computed before the state tiles
             # arrive; after each tile's projection only two MMAs and the stores remain (phase 5
             # leaves the state's critical path: session 20, kernels/NOTES.md)
+            # BV >= 64 (every warp owns its tiles, so a tile's ds rows are its warp's alone), not
+            # with dsreg (no ds): phase 5's u / output results staged in the tile's own ds rows and
+            # written as 16-byte rows (two lanes per 32-byte sector) instead of 16-bit stores
+            # (session 20: on the H100 the 16-bit stores are phase 5's whole cost: no_epistore
+            # runs at no_epi's time, no_epimath at the table's; results/kernel/k19-h100)
+            self.ostage = ostage and BV >= 64 and not self.dsreg
             self.afe = (
                 afe and self.bulk and BV == 128 and self.NXP == 8 and not persist
                 and not self.dsreg and not self.tepi
@@ -1793,7 +1869,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # registers across the fold cost ~36 registers in the register modes; the bulk modes
             # can with dsreg: 72 registers, 8 bytes of spill)
             n_ds = 4 if self.dsreg else BV * DSP
-            ds = cute.make_tensor(big(Float32, n_ds), cute.make_layout(n_ds))
+            ds_ptr = big(Float32, n_ds)
+            ds = cute.make_tensor(ds_ptr, cute.make_layout(n_ds))
             # M = (I + A)^-1 diag(beta): the token coupling of the solve as one T x T matrix
             mmat = cute.make_tensor(
                 smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
@@ -2411,6 +2488,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                             lane == c_, eg_c, Float32(0.0)
                                         )
 
+                    # ostage: the u / output stores staged in each tile's own ds rows (see
+                    # epilogue_stores)
+                    sctx = (ds_ptr.toint(), lane, base, P, o_st) if self.ostage else None
                     if cutlass.const_expr(self.afe):
                         # afe: everything of phase 5 that does not need the state, before the
                         # state tiles arrive. A CTA barrier orders phase 3's sw / cmat / mmat /
@@ -2628,8 +2708,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         )
                                     else:
                                         epilogue_stores(
-                                            self, [fin_t], eops[3], rows, True, uc_head, o_head
-                                        )
+                                            self, [fin_t], eops[3], rows, True, uc_head, o_head,
+                                            tile, sctx,
+                                        )  # fmt: skip
                                 elif cutlass.const_expr(self.dsreg):
                                     ep = proj_to_epilogue_rows(d, g4, c4)
                                     if cutlass.const_expr(ti == 0):
@@ -2749,7 +2830,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 )[ti]
                             epilogue_tile(
                                 self, eops, tile_info[ti][0], tile_info[ti][1], g4, c4, lane,
-                                uw16_i, ds, pj, eg_star, vs, uc_head, o_head, zero,
+                                uw16_i, ds, pj, eg_star, vs, uc_head, o_head, zero, sctx=sctx,
                             )  # fmt: skip
 
                     if cutlass.const_expr(self.nextl2):
@@ -2822,7 +2903,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 )[ti]
                             epilogue_tile(
                                 self, eops, tile, has_tile, g4, c4, lane, uw16_i, ds, pj,
-                                eg_star, vs, uc_head, o_head, zero,
+                                eg_star, vs, uc_head, o_head, zero, sctx=sctx,
                             )  # fmt: skip
                 else:
                     if cutlass.const_expr(self.chain):
@@ -2968,6 +3049,7 @@ def compile_variant(
     nextl2: bool = False,
     tepi: bool = False,
     afe: bool = False,
+    ostage: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -3001,6 +3083,8 @@ def compile_variant(
     afe: one row per CTA, bulk modes at BV=128, T <= 4, not with dsreg or tepi (affine epilogue):
     U and the outputs as Z0 + (e^{G*} P) L^T, Z0 and L computed before the state arrives, two
     MMAs per tile after its projection (GDN_UCACHE_AFE=0/1 overrides).
+    ostage: BV >= 64, not with dsreg: the u / output results staged in shared memory and written
+    as 16-byte rows (GDN_UCACHE_OSTAGE=0/1 overrides).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -3066,6 +3150,7 @@ def compile_variant(
         and not dsreg
         and not tepi
     )
+    ostage = _flag_knob("GDN_UCACHE_OSTAGE", ostage) and BV >= 64 and not dsreg
     xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
     xpf = int(xpf_raw) if xpf_raw else int(xpf)
     if not 0 <= xpf < 1 << 16:
@@ -3113,6 +3198,7 @@ def compile_variant(
         nextl2,
         tepi,
         afe,
+        ostage,
         arch,
     )
     fn = _CACHE.get(key)
@@ -3147,6 +3233,7 @@ def compile_variant(
         nextl2=nextl2,
         tepi=tepi,
         afe=afe,
+        ostage=ostage,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -3308,7 +3395,8 @@ def _config_knobs(name: str) -> dict[str, int]:
             out["prefetch"] = int(part[2:] or 1)
             continue
         if part in (
-            "t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2", "tepi", "afe"
+            "t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2", "tepi", "afe",
+            "ostage",
         ):  # fmt: skip
             out[part] = 1
             continue
@@ -3366,6 +3454,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     nextl2 = knob("GDN_UCACHE_NEXTL2", "nextl2", 0)
     tepi = knob("GDN_UCACHE_TEPI", "tepi", 0)
     afe = knob("GDN_UCACHE_AFE", "afe", 0)
+    ostage = knob("GDN_UCACHE_OSTAGE", "ostage", 0)
     return {
         "bv": bv,
         "mbp": mbp,
@@ -3382,6 +3471,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
         "nextl2": nextl2,
         "tepi": tepi,
         "afe": afe,
+        "ostage": ostage,
     }
 
 
@@ -3664,6 +3754,7 @@ def gated_delta_rule_mtp_ucache_flush(
         and output.dtype == IO_TORCH
         and output.stride(-1) == 1
         and output.stride(-2) == V_DIM_C
+        and _rows_16b(output)  # ostage writes 16-byte output rows
     )
     out = output if direct else torch.empty((B, T, HV, V_DIM_C), dtype=IO_TORCH, device=dev)
 
@@ -3765,6 +3856,7 @@ def _launch(
         nextl2=bool(cfg["nextl2"]),
         tepi=bool(cfg["tepi"]),
         afe=bool(cfg["afe"]),
+        ostage=bool(cfg["ostage"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )

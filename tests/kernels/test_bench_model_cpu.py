@@ -16,7 +16,18 @@ NEXT = KERNEL.with_name("gdn_ucache_flush_next.py")
 
 
 # on/off launch knobs the table may name (session 12)
-FLAG_KNOBS = {"t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2", "tepi", "afe"}
+FLAG_KNOBS = {
+    "t1early",
+    "t1l2",
+    "wvearly",
+    "actfirst",
+    "dsreg",
+    "nobar",
+    "nextl2",
+    "tepi",
+    "afe",
+    "ostage",
+}
 
 
 def test_floor_matches_kernel_spec_tables() -> None:

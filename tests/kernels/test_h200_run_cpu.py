@@ -20,7 +20,8 @@ echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
   "GDN_UCACHE_T1EARLY=${GDN_UCACHE_T1EARLY:-} GDN_UCACHE_XPF=${GDN_UCACHE_XPF:-}" \\
   "GDN_UCACHE_DSREG=${GDN_UCACHE_DSREG:-} GDN_UCACHE_NOBAR=${GDN_UCACHE_NOBAR:-}" \\
   "GDN_UCACHE_PERSIST=${GDN_UCACHE_PERSIST:-} GDN_UCACHE_NPROG=${GDN_UCACHE_NPROG:-}" \\
-  "GDN_UCACHE_TEPI=${GDN_UCACHE_TEPI:-} GDN_UCACHE_AFE=${GDN_UCACHE_AFE:-}" >>"$STUB_LOG"
+  "GDN_UCACHE_TEPI=${GDN_UCACHE_TEPI:-} GDN_UCACHE_AFE=${GDN_UCACHE_AFE:-}" \\
+  "GDN_UCACHE_OSTAGE=${GDN_UCACHE_OSTAGE:-}" >>"$STUB_LOG"
 # the files a step's options name: a sweep's --json (propose reads the ones that exist),
 # propose's --write (the proposed kernel file), ncu's -o report
 prev=""
@@ -418,6 +419,29 @@ def test_k19_checks_afe_before_timing_it(tmp_path: Path) -> None:
     assert " ours:base ours:base+afe ours:base+t1early+afe ours:base+tepi ours:base+no_epi" in sweep
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k19.tar.gz"]
     calls, out = run_mode(tmp_path / "sweep", "k19", {"K19_CONF": "0"})
+    lines = calls.splitlines()
+    assert not [ln for ln in lines if "run_gpu_suite.py" in ln or "conformance_gpu" in ln]
+    assert len([ln for ln in lines if "bench/knockout.py" in ln]) == 1
+
+
+def test_k20_checks_ostage_before_timing_it(tmp_path: Path) -> None:
+    """k20: #3's suite forced onto ostage through afe (late13) and through phase 5 (late10), the
+    launch candidates with ostage (both arms), then one sweep; K20_CONF=0 runs the sweep alone."""
+    (tmp_path / "full").mkdir()
+    (tmp_path / "sweep").mkdir()
+    calls, out = run_mode(tmp_path / "full", "k20")
+    lines = calls.splitlines()
+    suites = {out_name(ln): ln for ln in lines if "run_gpu_suite.py" in ln}
+    assert sorted(suites) == ["suite-k20-afe-ostage-late13", "suite-k20-ostage-late10"]
+    assert all("GDN_UCACHE_OSTAGE=1" in ln for ln in suites.values())
+    assert "GDN_UCACHE_AFE=1" in suites["suite-k20-afe-ostage-late13"]
+    assert "GDN_UCACHE_AFE= " in suites["suite-k20-ostage-late10"]
+    (conf,) = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
+    assert "candidate and ostage" in conf
+    (sweep,) = [ln for ln in lines if "bench/knockout.py" in ln]
+    assert " ours:base ours:base+ostage ours:base+afe+ostage " in sweep
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k20.tar.gz"]
+    calls, out = run_mode(tmp_path / "sweep", "k20", {"K20_CONF": "0"})
     lines = calls.splitlines()
     assert not [ln for ln in lines if "run_gpu_suite.py" in ln or "conformance_gpu" in ln]
     assert len([ln for ln in lines if "bench/knockout.py" in ln]) == 1
