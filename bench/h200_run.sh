@@ -109,6 +109,12 @@
 #                                  # candidates, then the table vs ostage vs afe + ostage vs no_epi
 #                                  # vs flashinfer (K20_VARIANTS replaces them; K20_CONF=0: the
 #                                  # sweep alone)
+#   bash bench/h200_run.sh k21     # ~170 s (session 20): next's stef (the state's bulk copies
+#                                  # evict-first in L2): #3's suite forced onto it (late13; late10
+#                                  # with ostage), its launch candidates, then a cold-L2 sweep and
+#                                  # a warm one (16 back-to-back calls: each pays the write-backs
+#                                  # its predecessor left in L2) vs flashinfer (K21_VARIANTS
+#                                  # replaces the cold sweep's; K21_CONF=0: the sweeps alone)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -618,6 +624,37 @@ k20)
     tee "$out/sweep-k20.log" | grep -v '^# v' | tail -n 40 || true
   echo "# h200_run k20: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k20.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k21)
+  # session 20: stef (the state's bulk copies carry an L2 evict-first policy, so the u / output
+  # rows written meanwhile stay in L2; k19/k20 on the H100: phase 5's writes, not their math or
+  # their shape, are what no_epi saves). Conformance first: #3's suite forced onto stef (late13
+  # with the B >= 128 knobs; late10 with ostage), the launch candidates with stef (both arms).
+  # Then a cold-L2 sweep (the scrub between replays pays the write-backs left in L2) and a warm
+  # one (each call pays its predecessor's): the warm sweep is the honest steady state
+  NEXTF=kernels/gdn_ucache_flush_next.py
+  export GDN_UCACHE_OURS_MODULE=$NEXTF
+  if [[ ${K21_CONF:-1} == 1 ]]; then
+    GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_STEF=1 \
+      FORCED_MODULE=$NEXTF forced_suites k21-stef 128 75 4 13 &
+    GDN_UCACHE_STEF=1 GDN_UCACHE_OSTAGE=1 FORCED_MODULE=$NEXTF forced_suites k21-stef-ostage \
+      128 75 4 10 &
+    conformance candidate-k21 100 "candidate and stef"
+    wait
+  fi
+  # shellcheck disable=SC2086 # a word list
+  timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
+    --flush 0 20 100 --budget-s 135 --json "$out/sweep-k21.json" --backends flashinfer \
+    --modules "ours=$NEXTF" --variants ${K21_VARIANTS:-ours:base ours:base+stef \
+    ours:base+stef+ostage ours:base+stef+afe+ostage ours:base+no_epi} 2>&1 |
+    tee "$out/sweep-k21.log" | grep -v '^# v' | tail -n 40 || true
+  timeout 150 python3 bench/knockout.py --warm --reps 8 --arm serving --hv 32 64 \
+    --batch 256 128 32 --flush 0 20 100 --budget-s 135 --json "$out/sweep-k21-warm.json" \
+    --backends flashinfer --modules "ours=$NEXTF" \
+    --variants ours:base ours:base+stef ours:base+stef+ostage 2>&1 |
+    tee "$out/sweep-k21-warm.log" | grep -v '^# v' | tail -n 30 || true
+  echo "# h200_run k21: wall $((SECONDS - t_all)) s"
+  tar -czf "$out/../kernel-k21.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 k15)
   # why verify-only at HV=32 is 1.08x flashinfer and HV=64 is not: the same CTA count (8192) at

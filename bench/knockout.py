@@ -102,6 +102,8 @@ VARIANTS = {
     "afe": {"GDN_UCACHE_AFE": "1"},
     # session 20: the u / output stores staged in shared memory, written as 16-byte rows
     "ostage": {"GDN_UCACHE_OSTAGE": "1"},
+    # session 20: the state's bulk copies with an L2 evict-first policy
+    "stef": {"GDN_UCACHE_STEF": "1"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -175,6 +177,11 @@ CANDIDATES = (
     "bv128+late10+mbp0+t1early+ostage",
     "bv128+late13+mbp0+t1early+t1l2+wvearly+afe+ostage",
     "bv128+late10+mbp0+afe+ostage",
+    # session 20: stef (the state stream evict-first in L2) on the table's B >= 32 entries
+    "bv128+late13+mbp0+t1early+t1l2+wvearly+stef",
+    "bv128+late13+mbp0+t1early+t1l2+stef",
+    "bv128+late10+mbp0+stef",
+    "bv128+late10+mbp0+t1early+stef",
 )
 
 KNOBS = (
@@ -200,6 +207,7 @@ KNOBS = (
     "GDN_UCACHE_TEPI",
     "GDN_UCACHE_AFE",
     "GDN_UCACHE_OSTAGE",
+    "GDN_UCACHE_STEF",
 )
 
 

@@ -187,6 +187,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
     def _dsl_dtype(dt: torch.dtype) -> type:
         return BFloat16 if dt == torch.bfloat16 else Float16
 
+    # compile-time switches the helpers below read while one kernel is traced (set at the top of
+    # kernel(); one trace at a time)
+    trace_flags: dict[str, bool] = {"stef": False}
+
     def _ptx_t(dt: torch.dtype) -> str:
         return "bf16" if dt == torch.bfloat16 else "f16"
 
@@ -643,6 +647,17 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         hh = lane % 2
         src = st_head + Int64((v0 + tile_ld * 16 + 8 * hh) * K_DIM)
         dst = stage + bulk_row(warp, hh)  # block hh: rows 0-7 / 8-15 of the tile
+        if trace_flags["stef"]:
+            # stef: the state stream marked evict-first in L2, so the few MB of u / output rows
+            # the kernel writes stay in L2 instead of being evicted by the state it streams
+            cute.arch.inline_ptx(
+                "{ .reg .pred p; .reg .b64 pol; setp.lt.s32 p, {$r3}, 2;"
+                " createpolicy.fractional.L2::evict_first.b64 pol, 1.0;"
+                " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                ".L2::cache_hint [{$r0}], [{$r1}], 2048, [{$r2}], pol; }",
+                read_only_args=[dst.toint(), src.toint(), mbar_w.toint(), lane],
+            )
+            return
         cute.arch.inline_ptx(
             "{ .reg .pred p; setp.lt.s32 p, {$r3}, 2;"
             " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -1496,6 +1511,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             tepi: bool = False,
             afe: bool = False,
             ostage: bool = False,
+            stef: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -1650,6 +1666,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # (session 20: on the H100 the 16-bit stores are phase 5's whole cost: no_epistore
             # runs at no_epi's time, no_epimath at the table's; results/kernel/k19-h100)
             self.ostage = ostage and BV >= 64 and not self.dsreg
+            # bulk modes: the state's bulk copies carry an L2 evict-first policy (the state is
+            # read once per step; the u / output rows written meanwhile, and the ring windows,
+            # then stay in L2: the writes' DRAM traffic leaves the kernel's critical stream)
+            self.stef = stef and self.bulk
             self.afe = (
                 afe and self.bulk and BV == 128 and self.NXP == 8 and not persist
                 and not self.dsreg and not self.tepi
@@ -1781,6 +1801,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             scale: Float32,
             seed: Int32,
         ) -> None:
+            trace_flags["stef"] = self.stef
             T, NX, NXP, BV, UWS, VSS, DSP = (
                 self.T,
                 self.NX,
@@ -3050,6 +3071,7 @@ def compile_variant(
     tepi: bool = False,
     afe: bool = False,
     ostage: bool = False,
+    stef: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -3085,6 +3107,8 @@ def compile_variant(
     MMAs per tile after its projection (GDN_UCACHE_AFE=0/1 overrides).
     ostage: BV >= 64, not with dsreg: the u / output results staged in shared memory and written
     as 16-byte rows (GDN_UCACHE_OSTAGE=0/1 overrides).
+    stef: bulk modes: the state's bulk copies with an L2 evict-first policy (GDN_UCACHE_STEF=0/1
+    overrides).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -3151,6 +3175,7 @@ def compile_variant(
         and not tepi
     )
     ostage = _flag_knob("GDN_UCACHE_OSTAGE", ostage) and BV >= 64 and not dsreg
+    stef = _flag_knob("GDN_UCACHE_STEF", stef) and late in BULK_LATES
     xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
     xpf = int(xpf_raw) if xpf_raw else int(xpf)
     if not 0 <= xpf < 1 << 16:
@@ -3199,6 +3224,7 @@ def compile_variant(
         tepi,
         afe,
         ostage,
+        stef,
         arch,
     )
     fn = _CACHE.get(key)
@@ -3234,6 +3260,7 @@ def compile_variant(
         tepi=tepi,
         afe=afe,
         ostage=ostage,
+        stef=stef,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -3396,7 +3423,7 @@ def _config_knobs(name: str) -> dict[str, int]:
             continue
         if part in (
             "t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2", "tepi", "afe",
-            "ostage",
+            "ostage", "stef",
         ):  # fmt: skip
             out[part] = 1
             continue
@@ -3455,6 +3482,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     tepi = knob("GDN_UCACHE_TEPI", "tepi", 0)
     afe = knob("GDN_UCACHE_AFE", "afe", 0)
     ostage = knob("GDN_UCACHE_OSTAGE", "ostage", 0)
+    stef = knob("GDN_UCACHE_STEF", "stef", 0)
     return {
         "bv": bv,
         "mbp": mbp,
@@ -3472,6 +3500,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
         "tepi": tepi,
         "afe": afe,
         "ostage": ostage,
+        "stef": stef,
     }
 
 
@@ -3857,6 +3886,7 @@ def _launch(
         tepi=bool(cfg["tepi"]),
         afe=bool(cfg["afe"]),
         ostage=bool(cfg["ostage"]),
+        stef=bool(cfg["stef"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )

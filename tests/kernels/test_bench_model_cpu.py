@@ -27,6 +27,7 @@ FLAG_KNOBS = {
     "tepi",
     "afe",
     "ostage",
+    "stef",
 }
 
 

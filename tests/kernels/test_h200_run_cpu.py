@@ -21,7 +21,7 @@ echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
   "GDN_UCACHE_DSREG=${GDN_UCACHE_DSREG:-} GDN_UCACHE_NOBAR=${GDN_UCACHE_NOBAR:-}" \\
   "GDN_UCACHE_PERSIST=${GDN_UCACHE_PERSIST:-} GDN_UCACHE_NPROG=${GDN_UCACHE_NPROG:-}" \\
   "GDN_UCACHE_TEPI=${GDN_UCACHE_TEPI:-} GDN_UCACHE_AFE=${GDN_UCACHE_AFE:-}" \\
-  "GDN_UCACHE_OSTAGE=${GDN_UCACHE_OSTAGE:-}" >>"$STUB_LOG"
+  "GDN_UCACHE_OSTAGE=${GDN_UCACHE_OSTAGE:-} GDN_UCACHE_STEF=${GDN_UCACHE_STEF:-}" >>"$STUB_LOG"
 # the files a step's options name: a sweep's --json (propose reads the ones that exist),
 # propose's --write (the proposed kernel file), ncu's -o report
 prev=""
@@ -445,3 +445,26 @@ def test_k20_checks_ostage_before_timing_it(tmp_path: Path) -> None:
     lines = calls.splitlines()
     assert not [ln for ln in lines if "run_gpu_suite.py" in ln or "conformance_gpu" in ln]
     assert len([ln for ln in lines if "bench/knockout.py" in ln]) == 1
+
+
+def test_k21_checks_stef_then_times_it_cold_and_warm(tmp_path: Path) -> None:
+    """k21: #3's suite forced onto stef (late13; late10 with ostage), the launch candidates with
+    stef (both arms), then a cold-L2 and a warm sweep; K21_CONF=0 runs the two sweeps alone."""
+    (tmp_path / "full").mkdir()
+    (tmp_path / "sweep").mkdir()
+    calls, out = run_mode(tmp_path / "full", "k21")
+    lines = calls.splitlines()
+    suites = {out_name(ln): ln for ln in lines if "run_gpu_suite.py" in ln}
+    assert sorted(suites) == ["suite-k21-stef-late13", "suite-k21-stef-ostage-late10"]
+    assert all("GDN_UCACHE_STEF=1" in ln for ln in suites.values())
+    assert "GDN_UCACHE_OSTAGE=1" in suites["suite-k21-stef-ostage-late10"]
+    (conf,) = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
+    assert "candidate and stef" in conf
+    sweeps = [ln for ln in lines if "bench/knockout.py" in ln]
+    assert len(sweeps) == 2 and "--warm" not in sweeps[0] and "--warm" in sweeps[1]
+    assert " ours:base ours:base+stef ours:base+stef+ostage " in sweeps[0]
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k21.tar.gz"]
+    calls, out = run_mode(tmp_path / "sweep", "k21", {"K21_CONF": "0"})
+    lines = calls.splitlines()
+    assert not [ln for ln in lines if "run_gpu_suite.py" in ln or "conformance_gpu" in ln]
+    assert len([ln for ln in lines if "bench/knockout.py" in ln]) == 2
