@@ -94,6 +94,14 @@ CONFIGS: dict[str, tuple[list, dict[str, str]]] = {
     "late13_bv128_T8_tepi": _config(13, T=8, t1early="1", tepi="1"),
     "late13_bv128_no_epistore": _config(13, skip="epistore"),
     "late13_bv128_no_epimath": _config(13, skip="epimath"),
+    # session 20: afe (phase 5 before the state), ostage (16-byte result rows), stef (evict-first)
+    "late13_bv128_afe": _config(13, t1early="1", t1l2="1", wvearly="1", afe="1"),
+    "late10_bv128_afe_ostage": _config(10, afe="1", ostage="1"),
+    "late10_bv128_ostage": _config(10, ostage="1"),
+    "late13_bv128_T8_ostage": _config(13, T=8, t1early="1", ostage="1"),
+    "late13_bv64_ostage": _config(13, bv=64, ostage="1"),
+    "late3_bv128_ostage": _config(3, ostage="1"),
+    "late13_bv128_stef": _config(13, t1early="1", t1l2="1", wvearly="1", stef="1"),
 }
 QUICK = (
     "late0_bv32",

@@ -1015,33 +1015,33 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             cute.arch.sync_warp()  # every lane has read the tile's ds rows (projections, Z0)
             for nt in range(ks.NXP // 8):
                 for e in range(4):
-                    k_side, q_side, _, _, _, _ = cols[2 * nt + e % 2]
+                    k_side = cols[2 * nt + e % 2][0]
                     n_c = nt * 8 + 2 * (lane % 4) + e % 2
                     r = rows[e // 2] - tile * 16
                     sts16_either(stg + (n_c * 16 + r) * 2, fin[nt][e], k_side, ks.ring, ks.io)
             cute.arch.sync_warp()
-            for it in range(ks.NXP // 16 + (1 if ks.NXP % 16 else 0)):
-                n_l = it * 16 + lane // 2
-                half = lane % 2
-                live = n_l < ks.NXP
-                words = lds_v4_at(stg + cutlass.min(n_l, Int32(ks.NXP - 1)) * 32 + half * 16)
-                to_ring = live & (n_l < T)
-                to_io = live & (n_l >= T) & (n_l < 2 * T)
-                if has_tile is not True:
-                    to_ring = to_ring & has_tile
-                    to_io = to_io & has_tile
-                tok = cutlass.min(
-                    cutlass.max(cutlass.select_(n_l < T, n_l, n_l - T), Int32(0)), Int32(T - 1)
-                )
-                col0 = Int64(tile * 16 + half * 8)
-                ring_off = Int64(((base + P + tok) & RING_MASK) * V_DIM_C)
-                stg_v4_either(
-                    cute.recast_ptr(uc_head + (ring_off + col0), dtype=Int32),
-                    cute.recast_ptr(o_head + (Int64(tok) * o_st + col0), dtype=Int32),
-                    words,
-                    to_ring,
-                    to_io,
-                )
+            # lane 2 n + h: column n (NXP <= 16, so one pass covers every column), rows 8 h ..
+            n_l = lane // 2
+            half = lane % 2
+            live = n_l < ks.NXP
+            words = lds_v4_at(stg + cutlass.min(n_l, Int32(ks.NXP - 1)) * 32 + half * 16)
+            to_ring = live & (n_l < T)
+            to_io = live & (n_l >= T) & (n_l < 2 * T)
+            if has_tile is not True:
+                to_ring = to_ring & has_tile
+                to_io = to_io & has_tile
+            tok = cutlass.min(
+                cutlass.max(cutlass.select_(n_l < T, n_l, n_l - T), Int32(0)), Int32(T - 1)
+            )
+            col0 = Int64(tile * 16 + half * 8)
+            ring_off = Int64(((base + P + tok) & RING_MASK) * V_DIM_C)
+            stg_v4_either(
+                cute.recast_ptr(uc_head + (ring_off + col0), dtype=Int32),
+                cute.recast_ptr(o_head + (Int64(tok) * o_st + col0), dtype=Int32),
+                words,
+                to_ring,
+                to_io,
+            )
             return
         for nt in range(ks.NXP // 8):
             for e in range(4):
@@ -1654,22 +1654,23 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # mmat moves to the end of tile 0's turn); kernels/NOTES.md, session 19
             self.tepi = tepi and self.bulk and BV == 128 and self.t1early and not persist
             self.nobar = self.nobar or self.tepi
+            # BV >= 64 (every warp owns its tiles, so a tile's ds rows are its warp's alone), not
+            # with dsreg (no ds): phase 5's u / output results staged in the tile's own ds rows and
+            # written as 16-byte rows (two lanes per 32-byte sector) instead of 16-bit stores.
+            # Session 20 (H100): phase 5's cost is its writes (no_epistore runs near no_epi's
+            # time), but not their shape: ostage is neutral (results/kernel/k20-h100)
+            self.ostage = ostage and BV >= 64 and not self.dsreg
+            # bulk modes: the state's bulk copies carry an L2 evict-first policy, so the u /
+            # output rows written meanwhile stay in L2. Session 20 (H100): -1.6 % verify-only with
+            # a cold L2, neutral warm: the write-backs are deferred, not saved
+            # (results/kernel/k21-h100)
+            self.stef = stef and self.bulk
             # one row per CTA, bulk modes at BV=128, T <= 4 (affine epilogue): U and the outputs
             # are affine in the projections P = S0 X^T, [U | O] = Z0 + (e^{G*} P) L^T, with L (NX x
             # NX) from M, C and the gates (key side, GR_WARP) and Z0 (P = 0: history window term,
             # residual of v, solve, outputs) per row. Both are computed before the state tiles
-            # arrive; after each tile's projection only two MMAs and the stores remain (phase 5
-            # leaves the state's critical path: session 20, kernels/NOTES.md)
-            # BV >= 64 (every warp owns its tiles, so a tile's ds rows are its warp's alone), not
-            # with dsreg (no ds): phase 5's u / output results staged in the tile's own ds rows and
-            # written as 16-byte rows (two lanes per 32-byte sector) instead of 16-bit stores
-            # (session 20: on the H100 the 16-bit stores are phase 5's whole cost: no_epistore
-            # runs at no_epi's time, no_epimath at the table's; results/kernel/k19-h100)
-            self.ostage = ostage and BV >= 64 and not self.dsreg
-            # bulk modes: the state's bulk copies carry an L2 evict-first policy (the state is
-            # read once per step; the u / output rows written meanwhile, and the ring windows,
-            # then stay in L2: the writes' DRAM traffic leaves the kernel's critical stream)
-            self.stef = stef and self.bulk
+            # arrive; after each tile's projection only two MMAs and the stores remain. Session 20
+            # (H100): correct, ~1 % faster (results/kernel/k19-h100)
             self.afe = (
                 afe and self.bulk and BV == 128 and self.NXP == 8 and not persist
                 and not self.dsreg and not self.tepi
@@ -3783,7 +3784,6 @@ def gated_delta_rule_mtp_ucache_flush(
         and output.dtype == IO_TORCH
         and output.stride(-1) == 1
         and output.stride(-2) == V_DIM_C
-        and _rows_16b(output)  # ostage writes 16-byte output rows
     )
     out = output if direct else torch.empty((B, T, HV, V_DIM_C), dtype=IO_TORCH, device=dev)
 
@@ -3885,7 +3885,8 @@ def _launch(
         nextl2=bool(cfg["nextl2"]),
         tepi=bool(cfg["tepi"]),
         afe=bool(cfg["afe"]),
-        ostage=bool(cfg["ostage"]),
+        # 16-byte output rows need a 16-byte aligned output (a caller's view may not be)
+        ostage=bool(cfg["ostage"]) and _rows_16b(out),
         stef=bool(cfg["stef"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
