@@ -115,6 +115,10 @@
 #                                  # a warm one (16 back-to-back calls: each pays the write-backs
 #                                  # its predecessor left in L2) vs flashinfer (K21_VARIANTS
 #                                  # replaces the cold sweep's; K21_CONF=0: the sweeps alone)
+#   bash bench/h200_run.sh k22     # ~150 s (session 20, for an H200): Nsight Compute of the
+#                                  # table, the table + dsreg (7 CTAs/SM), no_epi and afe + ostage
+#                                  # vs flashinfer at verify-only B 256/128: achieved residency
+#                                  # (warps active), DRAM rate and bytes per kernel
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -655,6 +659,24 @@ k21)
     tee "$out/sweep-k21-warm.log" | grep -v '^# v' | tail -n 30 || true
   echo "# h200_run k21: wall $((SECONDS - t_all)) s"
   tar -czf "$out/../kernel-k21.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  ;;
+k22)
+  # session 20: the H200-only verify-only gap. k15 (H200) found the same DRAM bytes for ours and
+  # flashinfer (331.8 vs 332.3 MB at HV=32 B=256) but 35.7 vs 40.3 % warps active and 77.5 vs
+  # 83.1 % DRAM rate: flashinfer keeps more CTAs (bytes) in flight. dsreg allows 7 CTAs/SM and
+  # timed no faster: does it reach them, and what does the DRAM do then? The same profile for
+  # no_epi (no writes) and afe + ostage. Each profile is one process (the knobs are its env).
+  NEXTF=kernels/gdn_ucache_flush_next.py
+  export GDN_UCACHE_OURS_MODULE=$NEXTF
+  k22_points=(--hv 32 64 --batch 256 128 --flush 0)
+  ncu_profile ncu-k22-table 100 --backends ours flashinfer "${k22_points[@]}"
+  GDN_UCACHE_DSREG=1 ncu_profile ncu-k22-dsreg 70 --backends ours "${k22_points[@]}"
+  GDN_UCACHE_SKIP=epi ncu_profile ncu-k22-noepi 70 --backends ours "${k22_points[@]}"
+  GDN_UCACHE_AFE=1 GDN_UCACHE_OSTAGE=1 ncu_profile ncu-k22-afe-ostage 70 --backends ours \
+    "${k22_points[@]}"
+  rm -f "$out"/*.ncu-rep
+  echo "# h200_run k22: wall $((SECONDS - t_all)) s"
+  tar -czf "$out/../kernel-k22.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
   ;;
 k15)
   # why verify-only at HV=32 is 1.08x flashinfer and HV=64 is not: the same CTA count (8192) at

@@ -468,3 +468,19 @@ def test_k21_checks_stef_then_times_it_cold_and_warm(tmp_path: Path) -> None:
     lines = calls.splitlines()
     assert not [ln for ln in lines if "run_gpu_suite.py" in ln or "conformance_gpu" in ln]
     assert len([ln for ln in lines if "bench/knockout.py" in ln]) == 2
+
+
+def test_k22_profiles_residency_for_each_form(tmp_path: Path) -> None:
+    """k22: four Nsight Compute profiles (the table with flashinfer; dsreg, no_epi and afe +
+    ostage alone, each its own process with its knobs), verify-only at HV 32/64 x B 256/128,
+    reports removed, one archive."""
+    calls, out = run_mode(tmp_path, "k22")
+    profiles = [ln for ln in calls.splitlines() if ln.startswith("ncu ") and " -o " in ln]
+    assert len(profiles) == 4
+    assert "--backends ours flashinfer --hv 32 64 --batch 256 128 --flush 0" in profiles[0]
+    assert "GDN_UCACHE_DSREG=1" in profiles[1] and "GDN_UCACHE_SKIP=epi" in profiles[2]
+    assert "GDN_UCACHE_AFE=1" in profiles[3] and "GDN_UCACHE_OSTAGE=1" in profiles[3]
+    assert all("GDN_UCACHE_OURS_MODULE=kernels/gdn_ucache_flush_next.py" in ln for ln in profiles)
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k22.tar.gz"]
+    with tarfile.open(out / "kernel-k22.tar.gz") as tar:
+        assert not [n for n in tar.getnames() if n.endswith(".ncu-rep")]
