@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 REGS_PER_SM, THREADS = 65536, 128
 MAX_CTAS_PER_SM = 32
+REG_ALLOC_PER_THREAD = 8  # a warp's registers are allocated in units of 256
 # H200 (sm_90): 227 KiB of shared memory per SM for CTAs at the largest carve-out, 1 KiB of it
 # reserved per CTA (ncu: "Driver Shared Memory Per Block 1.02 KB"; results/kernel/k13)
 SMEM_PER_SM, SMEM_RESERVED_PER_CTA = 232448, 1024
@@ -151,6 +152,14 @@ def with_bound(ptx_text: str, mbp: int) -> str:
     return text
 
 
+def ctas_by_registers(regs: int) -> int:
+    """CTAs of 128 threads per SM that `regs` registers per thread allow. The SM allocates a
+    warp's registers in units of 256 (8 per thread), so 84 registers take 88: 5 CTAs, not 6
+    (Nsight Compute's launch__occupancy_limit_registers; session 20, results/kernel/k22-h100)."""
+    alloc = -(-regs // REG_ALLOC_PER_THREAD) * REG_ALLOC_PER_THREAD
+    return min(MAX_CTAS_PER_SM, REGS_PER_SM // (alloc * THREADS))
+
+
 def ptxas_info(ptxas: str, ptx_text: str, work: Path) -> dict[str, int]:
     src, out = work / "k.ptx", work / "k.cubin"
     src.write_text(ptx_text)
@@ -164,12 +173,11 @@ def ptxas_info(ptxas: str, ptx_text: str, work: Path) -> dict[str, int]:
     regs = int(re.search(r"Used (\d+) registers", log).group(1))
     spill_st = int(re.search(r"(\d+) bytes spill stores", log).group(1))
     spill_ld = int(re.search(r"(\d+) bytes spill loads", log).group(1))
-    ctas = min(MAX_CTAS_PER_SM, REGS_PER_SM // (regs * THREADS))
     return {
         "registers": regs,
         "spill_stores": spill_st,
         "spill_loads": spill_ld,
-        "ctas_by_regs": ctas,
+        "ctas_by_regs": ctas_by_registers(regs),
     }
 
 

@@ -92,3 +92,13 @@ def test_dsreg_fits_late13_in_seven_ctas_per_sm(
         info[dsreg, T] = ptxas_regs.smem_info(dump)
     assert info[1, 4] == {"smem_bytes": 31776, "ctas_by_smem": 7}
     assert info[1, 8] == info[0, 8]
+
+
+def test_ctas_by_registers_rounds_to_the_allocation_unit() -> None:
+    """Registers are allocated per warp in units of 256 (8 per thread): 84 registers hold 5 CTAs
+    of 128 threads per SM, as Nsight Compute reported for afe (results/kernel/k22-h100), not the
+    6 that 65536 / (84 x 128) suggests."""
+    from bench.ptxas_regs import ctas_by_registers
+
+    assert [ctas_by_registers(r) for r in (64, 72, 80, 84, 86, 88, 96)] == [8, 7, 6, 5, 5, 5, 5]
+    assert ctas_by_registers(16) == 32
