@@ -2523,7 +2523,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         eops = epilogue_operands(self, g4, c4, sw, cmat, mmat, gam, base, P, o_st)
                         o_head = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0))
                         zero = Int32(0)
-                        afe_z = []
                         for afe_ti in cutlass.range_constexpr(self.TILES_PER_WARP):
                             afe_tile = warp + 4 * afe_ti
                             if cutlass.const_expr("afez0" in self.skip):
@@ -2540,24 +2539,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     ds[(afe_tile * 16 + g4 + 8 * (afe_e // 2)) * DSP + afe_n] = (
                                         afe_ze[afe_e]
                                     )
-                        cute.arch.sync_warp()
-                        for afe_ti in cutlass.range_constexpr(self.TILES_PER_WARP):
-                            afe_tile = warp + 4 * afe_ti
-                            afe_prow = afe_tile * 16 + (g4 % 2) * 8 + g4 // 2
-                            afe_zp = []
-                            for afe_e in cutlass.range_constexpr(4):
-                                afe_n = 2 * c4 + (afe_e % 2)
-                                afe_zp.append(
-                                    cutlass.select_(
-                                        afe_n < NX,
-                                        ds[
-                                            (afe_prow + 4 * (afe_e // 2)) * DSP
-                                            + cutlass.min(afe_n, NX - 1)
-                                        ],
-                                        Float32(0.0),
-                                    )
-                                )
-                            afe_z.append(afe_zp)
+                        cute.arch.sync_warp()  # Z0 in ds, read back at each tile's turn
                         afe_lr = cutlass.min(g4, Int32(NX - 1))
                         afe_c0 = cutlass.min(2 * c4, Int32(NX - 1))
                         afe_c1 = cutlass.min(2 * c4 + 1, Int32(NX - 1))
@@ -2713,7 +2695,23 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 ]
                                 if cutlass.const_expr(self.afe):
                                     # [U | O] of this tile: Z0 + (e^{G*} P) L^T, then stored
-                                    fin_t = afe_result(d, eg_star, afe_z[ti], afe_w, zero)
+                                    # Z0 of this tile from its ds rows (written before the
+                                    # state arrived), in the projection's permuted rows: read
+                                    # here, not held in 8 registers across the waits
+                                    afe_zp = []
+                                    for afe_e in cutlass.range_constexpr(4):
+                                        afe_n = 2 * c4 + (afe_e % 2)
+                                        afe_zp.append(
+                                            cutlass.select_(
+                                                afe_n < NX,
+                                                ds[
+                                                    rows[afe_e // 2] * DSP
+                                                    + cutlass.min(afe_n, NX - 1)
+                                                ],
+                                                Float32(0.0),
+                                            )
+                                        )
+                                    fin_t = afe_result(d, eg_star, afe_zp, afe_w, zero)
                                     if cutlass.const_expr("epistore" in self.skip):
                                         # knock-out (results wrong): the math kept alive by one
                                         # never-taken store instead of the 16-bit stores
