@@ -182,6 +182,11 @@ CANDIDATES = (
     "bv128+late13+mbp0+t1early+t1l2+stef",
     "bv128+late10+mbp0+stef",
     "bv128+late10+mbp0+t1early+stef",
+    # session 20: the B >= 128 entries without t1l2 (its L2 prefetch of tile 1 adds L2 requests;
+    # the H200's L2 runs at ~90 %), with ostage (full-sector writes), and with afe + ostage
+    "bv128+late13+mbp0+t1early+wvearly+ostage",
+    "bv128+late13+mbp0+t1early+ostage",
+    "bv128+late13+mbp0+t1early+wvearly+afe+ostage",
 )
 
 KNOBS = (

@@ -21,12 +21,17 @@ COLUMNS = {
     "dram%": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     "dram MB": "dram__bytes.sum",
     "L2 hit%": "lts__t_sector_hit_rate.pct",
+    # session 20: the L2's own load (k15/k22: ~90 % for both kernels on the H200, where it binds)
+    # and its write sectors (16-bit stores write half-sectors: twice the sectors of 16-byte ones)
+    "L2%": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+    "L2 wr Msec": "lts__t_sectors_op_write.sum",
 }
 
 # ncu's export unit per value -> the column's unit (us, MB); units not listed are the column's
 UNIT_SCALE = {
     "gpu__time_duration.sum": {"nsecond": 1e-3, "msecond": 1e3},
     "dram__bytes.sum": {"byte": 1e-6, "kbyte": 1e-3, "gbyte": 1e3},
+    "lts__t_sectors_op_write.sum": {"sector": 1e-6, "ksector": 1e-3, "msector": 1.0},
 }
 
 

@@ -484,3 +484,22 @@ def test_k22_profiles_residency_for_each_form(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k22.tar.gz"]
     with tarfile.open(out / "kernel-k22.tar.gz") as tar:
         assert not [n for n in tar.getnames() if n.endswith(".ncu-rep")]
+
+
+def test_k23_tests_the_l2_limit(tmp_path: Path) -> None:
+    """k23: the ostage candidates (both arms), one sweep of the table with ostage and without
+    t1l2 vs flashinfer, then three ncu profiles (the table with flashinfer; ostage; the B >= 128
+    knobs without t1l2, with ostage); reports removed, one archive."""
+    calls, out = run_mode(tmp_path, "k23")
+    lines = calls.splitlines()
+    (conf,) = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
+    assert "candidate and ostage" in conf
+    (sweep,) = [ln for ln in lines if "bench/knockout.py" in ln]
+    assert " ours:base ours:base+ostage ours:base+afe+ostage " in sweep
+    assert " ours:bv128+late13+mbp0+t1early+wvearly+ostage " in sweep
+    profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
+    assert len(profiles) == 3
+    assert "--backends ours flashinfer" in profiles[0]
+    assert "GDN_UCACHE_OSTAGE=1" in profiles[1] and "GDN_UCACHE_T1EARLY=1" in profiles[2]
+    assert "GDN_UCACHE_LATE=13" in profiles[2] and "GDN_UCACHE_BV=128" in profiles[2]
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k23.tar.gz"]

@@ -67,6 +67,21 @@ def test_summary_dram_columns_in_megabytes(tmp_path: Path) -> None:
     assert "| 90 | 371.2 | 1 |" in lines[3]
 
 
+def test_summary_l2_columns(tmp_path: Path) -> None:
+    """L2 load and write sectors (session 20: the H200's L2 at ~90 % binds the table; its 16-bit
+    stores write twice the sectors of flashinfer's 16-byte ones)."""
+    path = tmp_path / "raw.csv"
+    path.write_text(
+        '"ID","Kernel Name","lts__throughput.avg.pct_of_peak_sustained_elapsed",'
+        '"lts__t_sectors_op_write.sum"\n'
+        '"","","%","sector"\n'
+        '"0","ours/HV32/B256/f0","90.27","1,108,709"\n'
+    )
+    lines = summarize(path)
+    assert lines[0].endswith("| L2% | L2 wr Msec | top stalls (warps per issue) |")
+    assert "| 90.27 | 1.109 |" in lines[2]
+
+
 SASS_CSV = """"Kernel Name","ours/HV32/B256/f0/kernel_x"
 "Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_long_sb",\
 "stall_barrier","stall_long_sb (Not Issued)"
