@@ -149,6 +149,8 @@ V4FILE=kernels/gdn_ucache_flush_v4.py
 [[ -f $V4FILE ]] || V4FILE=kernels/gdn_ucache_flush.py
 V4=v4=$V4FILE
 V3=v3=kernels/gdn_ucache_flush_v3.py
+# next: the kernel file under work (the k-modes time it against the shipped one)
+NEXTF=kernels/gdn_ucache_flush_next.py
 
 conformance() {  # $1 = tag, $2 = seconds, $3 = pytest -k expression ("" = all), env: module
   local t0=$SECONDS
@@ -225,6 +227,29 @@ conformance_summary() {
 # (k9-k14 on next; k6 on FORCED_MODULE, the shipped file): $1 tag, $2 BV, $3 deadline (s), $4 jobs
 # per suite, then one spec per suite: LATE or LATE/XSPLIT (XSPLIT 0 = no hi/lo split; named
 # suite-TAG-lateLATE[-bvBV-splitXSPLIT]). Prints each suite's last two lines.
+# One cold-L2 sweep of the session-19/20 grid (HV 32/48/64 x B 256/128/32 x flush 0/20/100, serving
+# arm) of next's variants vs flashinfer: $1 = name (sweep-NAME.{json,log}), then the variants
+grid_sweep() {
+  local name=$1
+  shift
+  timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
+    --flush 0 20 100 --budget-s 135 --json "$out/sweep-$name.json" --backends flashinfer \
+    --modules "ours=$NEXTF" --variants "$@" 2>&1 |
+    tee "$out/sweep-$name.log" | grep -v '^# v' | tail -n 40 || true
+}
+
+# The end of a k-mode: everything under $out as one archive, $OUT/kernel-MODE.tar.gz (the device
+# tool returns a few files, not a tree), and $out emptied for the next step
+archive_mode() {
+  tar -czf "$out/../kernel-$mode.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+}
+
+# ... after the mode's wall time
+finish_mode() {
+  echo "# h200_run $mode: wall $((SECONDS - t_all)) s"
+  archive_mode
+}
+
 forced_suites() {
   local tag=$1 bv=$2 deadline=$3 jobs=$4 spec l split name
   shift 4
@@ -246,7 +271,6 @@ forced_suites() {
 
 case $mode in
 k4)
-  NEXTF=kernels/gdn_ucache_flush_next.py
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   t0=$SECONDS
   setsid timeout 80 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k4" \
@@ -314,7 +338,7 @@ k4)
     GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=${forced#late} ncu_profile ncu-k4 50 \
       --backends ours flashinfer --hv 32 --batch 256 32 --flush 0
   fi
-  tar -czf "$out/../kernel-k4.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  archive_mode
   ;;
 k8)
   # 1. timing decomposition in one process (results wrong on purpose in the knock-outs): next is
@@ -344,11 +368,10 @@ k8)
       ncu_profile "ncu-k8-$run" 80 --backends "${backends[@]}" --hv 32 --batch 256 32 --flush 0 20
   done
   echo "# ncu wall $((SECONDS - t0)) s; h200_run k8: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k8.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  archive_mode
   ;;
 # k4, k9-k14 force removed late modes: they ran at commits before the cleanup (git checkout <rev>)
 k9)
-  NEXTF=kernels/gdn_ucache_flush_next.py
   # the modes whose conformance runs (#3's suite, in parallel); the first is the one profiled
   # (session 10 ran K9_LATES=6; 7 = bulk copies through one stage, 9 = tile 1 by bulk copies)
   read -r -a lates <<<"${K9_LATES:-7 9}"
@@ -371,11 +394,9 @@ k9)
       GDN_UCACHE_SKIP=$skip ncu_profile "ncu-k9-late$late${skip:+-$skip}" 30 --backends ours \
       --hv 32 --batch 256 --flush 0
   done
-  echo "# h200_run k9: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k9.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  finish_mode
   ;;
 k10)
-  NEXTF=kernels/gdn_ucache_flush_next.py
   l7=next:bv128+late7+mbp0
   # shared memory per CTA: late7 45.6 KB, with alias 22.4 KB (ncu, results/kernel/v9s2-k9);
   # with the 228 KiB carve-out and 1 KiB reserved per CTA, +15000 B allows 6, +9800 B 7
@@ -391,11 +412,9 @@ k10)
   done
   SASS_MODULE=$NEXTF GDN_UCACHE_LATE=7 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=0 GDN_UCACHE_SKIP=alias \
     GDN_UCACHE_CARVEOUT=100 bash "$0" sass || true
-  echo "# h200_run k10: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k10.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  finish_mode
   ;;
 k11)
-  NEXTF=kernels/gdn_ucache_flush_next.py
   forced_suites k11 128 55 8 10 11
   l7=next:bv128+late7+mbp0 l10=next:bv128+late10
   timeout 200 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 32 \
@@ -414,11 +433,9 @@ k11)
   done
   SASS_MODULE=$NEXTF GDN_UCACHE_LATE=10 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=8 GDN_UCACHE_SKIP=alias \
     bash "$0" sass || true
-  echo "# h200_run k11: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k11.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  finish_mode
   ;;
 k12)
-  NEXTF=kernels/gdn_ucache_flush_next.py
   forced_suites k12 128 55 8 12
   timeout 200 python3 bench/knockout.py --reps 8 --arm serving --hv 32 64 --batch 256 32 8 \
     --flush 0 20 100 --budget-s 170 --json "$out/knockout-k12.json" --backends flashinfer \
@@ -429,11 +446,9 @@ k12)
     GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_LATE=12 GDN_UCACHE_BV=128 GDN_UCACHE_MBP=$mbp \
       ncu_profile "ncu-k12-late12-mbp$mbp" 30 --backends ours --hv 32 --batch 256 --flush 0
   done
-  echo "# h200_run k12: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k12.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  finish_mode
   ;;
 k13)
-  NEXTF=kernels/gdn_ucache_flush_next.py
   if [[ -n ${K13_SUITES:-} ]]; then  # e.g. "10 12": #3's suite forced onto these modes first
     read -r -a lates <<<"$K13_SUITES"
     forced_suites k13 128 55 8 "${lates[@]}"
@@ -450,11 +465,9 @@ k13)
     --modules v5b=kernels/gdn_ucache_flush.py "next=$NEXTF" \
     --variants v5b:base next:bv128+late10+mbp0 next:bv128+late12+mbp0 2>&1 |
     tee "$out/sweep-k13-bf16.log" | grep -v '^# v' || true
-  echo "# h200_run k13: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k13.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  finish_mode
   ;;
 k14)
-  NEXTF=kernels/gdn_ucache_flush_next.py
   # #3's suite forced onto the BV=64 forms (one tile per warp) and late12 without the hi/lo
   # split (31.3 KB: 7 CTAs/SM; results/kernel/ptxas/regs-s11-next-bv64-nosplit.md)
   forced_suites k14 64 60 4 13/1 10/1 12/1 12/0
@@ -471,8 +484,7 @@ k14)
     next:bv64+late10+mbp0+nosplit next:bv64+late12+mbp0+nosplit next:bv64+late13+mbp0 \
     next:bv128+late13+mbp0 2>&1 |
     tee "$out/sweep-k14-serving.log" | grep -v '^# v' || true
-  echo "# h200_run k14: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k14.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  finish_mode
   ;;
 k16)
   # session 16: next's dsreg (the projections kept in registers: late13 in 31.8 KB, 7 CTAs/SM
@@ -480,7 +492,6 @@ k16)
   # before the epilogue), against the shipped table and flashinfer. Conformance first: #3's suite
   # forced onto late13 / late10 with the table's knobs + dsreg and late13 with nobar, and the
   # launch candidates that carry either knob, both arms
-  NEXTF=kernels/gdn_ucache_flush_next.py
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_DSREG=1 \
     FORCED_MODULE=$NEXTF forced_suites k16-dsreg 128 60 4 13 10 &
@@ -498,8 +509,7 @@ k16)
     GDN_UCACHE_DSREG=$d ncu_profile "ncu-k16-dsreg$d" 60 --backends ours --hv 32 --batch 256 \
       --flush 0
   done
-  echo "# h200_run k16: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k16.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  finish_mode
   ;;
 k17)
   # session 17: chain (late13 with persistent CTAs: each CTA walks rows z, z + nprog, ... and
@@ -509,7 +519,6 @@ k17)
   # among them), the chain launch candidates in both arms; then one sweep of the table, the
   # table + dsreg and the chain forms vs flashinfer (k16's dsreg question on this card too), and
   # ncu of chain at HV=32 B=256 verify
-  NEXTF=kernels/gdn_ucache_flush_next.py
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   chain=ours:bv128+late13+persist6+t1early+t1l2+wvearly
   # K17_SHORT=1 (a device budget too short for the rest; 45 s on an H100): chain's forced suite
@@ -553,8 +562,7 @@ k17)
         --hv 32 --batch 256 --flush 0
     fi
   fi
-  echo "# h200_run k17: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k17.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  finish_mode
   ;;
 k18)
   # session 19: tepi (bulk modes at BV=128 with t1early: tile ti's epilogue right after its
@@ -566,7 +574,6 @@ k18)
   # (K18_CONF=0: the sweep alone, for a second card once conformance has passed on one). nobar's
   # suite runs after tepi's two: three suites at once ran the 80 GB H100 out of memory in the
   # huge-pool case (results/kernel/k18-h100)
-  NEXTF=kernels/gdn_ucache_flush_next.py
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   if [[ ${K18_CONF:-1} == 1 ]]; then
     GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_TEPI=1 \
@@ -583,8 +590,7 @@ k18)
     --modules "ours=$NEXTF" --variants ${K18_VARIANTS:-ours:base ours:base+tepi \
     ours:base+t1early ours:base+t1early+tepi ours:base+nobar} 2>&1 |
     tee "$out/sweep-k18.log" | grep -v '^# v' | tail -n 40 || true
-  echo "# h200_run k18: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k18.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  finish_mode
   ;;
 k19)
   # session 20: afe (bulk modes at BV=128, T <= 4: phase 5 is affine in the projections,
@@ -594,7 +600,6 @@ k19)
   # afe (both arms); then one sweep of the table, the table + afe (with t1early too: the late10
   # entries at B 32..127 lack it), tepi (k18's sweep leaked GDN_UCACHE_TEPI into its later
   # columns: this is its first clean sweep past the first point), no_epi and flashinfer
-  NEXTF=kernels/gdn_ucache_flush_next.py
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   if [[ ${K19_CONF:-1} == 1 ]]; then
     GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_AFE=1 \
@@ -603,13 +608,9 @@ k19)
     wait
   fi
   # shellcheck disable=SC2086 # a word list
-  timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
-    --flush 0 20 100 --budget-s 135 --json "$out/sweep-k19.json" --backends flashinfer \
-    --modules "ours=$NEXTF" --variants ${K19_VARIANTS:-ours:base ours:base+afe \
-    ours:base+t1early+afe ours:base+tepi ours:base+no_epi} 2>&1 |
-    tee "$out/sweep-k19.log" | grep -v '^# v' | tail -n 40 || true
-  echo "# h200_run k19: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k19.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  grid_sweep k19 ${K19_VARIANTS:-ours:base ours:base+afe ours:base+t1early+afe ours:base+tepi \
+    ours:base+no_epi}
+  finish_mode
   ;;
 k20)
   # session 20: ostage (phase 5's u / output results staged in each tile's own ds rows and
@@ -617,7 +618,6 @@ k20)
   # H100: the 16-bit stores are phase 5's whole cost). Conformance first: #3's suite forced onto
   # ostage through afe (late13 with the B >= 128 knobs) and through phase 5 (late10), the launch
   # candidates with ostage (both arms); then one sweep
-  NEXTF=kernels/gdn_ucache_flush_next.py
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   if [[ ${K20_CONF:-1} == 1 ]]; then
     GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_AFE=1 \
@@ -627,13 +627,9 @@ k20)
     wait
   fi
   # shellcheck disable=SC2086 # a word list
-  timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
-    --flush 0 20 100 --budget-s 135 --json "$out/sweep-k20.json" --backends flashinfer \
-    --modules "ours=$NEXTF" --variants ${K20_VARIANTS:-ours:base ours:base+ostage \
-    ours:base+afe+ostage ours:base+t1early+ostage ours:base+no_epi} 2>&1 |
-    tee "$out/sweep-k20.log" | grep -v '^# v' | tail -n 40 || true
-  echo "# h200_run k20: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k20.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  grid_sweep k20 ${K20_VARIANTS:-ours:base ours:base+ostage ours:base+afe+ostage \
+    ours:base+t1early+ostage ours:base+no_epi}
+  finish_mode
   ;;
 k21)
   # session 20: stef (the state's bulk copies carry an L2 evict-first policy, so the u / output
@@ -642,7 +638,6 @@ k21)
   # with the B >= 128 knobs; late10 with ostage), the launch candidates with stef (both arms).
   # Then a cold-L2 sweep (the scrub between replays pays the write-backs left in L2) and a warm
   # one (each call pays its predecessor's): the warm sweep is the honest steady state
-  NEXTF=kernels/gdn_ucache_flush_next.py
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   if [[ ${K21_CONF:-1} == 1 ]]; then
     GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_STEF=1 \
@@ -653,18 +648,14 @@ k21)
     wait
   fi
   # shellcheck disable=SC2086 # a word list
-  timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
-    --flush 0 20 100 --budget-s 135 --json "$out/sweep-k21.json" --backends flashinfer \
-    --modules "ours=$NEXTF" --variants ${K21_VARIANTS:-ours:base ours:base+stef \
-    ours:base+stef+ostage ours:base+stef+afe+ostage ours:base+no_epi} 2>&1 |
-    tee "$out/sweep-k21.log" | grep -v '^# v' | tail -n 40 || true
+  grid_sweep k21 ${K21_VARIANTS:-ours:base ours:base+stef ours:base+stef+ostage \
+    ours:base+stef+afe+ostage ours:base+no_epi}
   timeout 150 python3 bench/knockout.py --warm --reps 8 --arm serving --hv 32 64 \
     --batch 256 128 32 --flush 0 20 100 --budget-s 135 --json "$out/sweep-k21-warm.json" \
     --backends flashinfer --modules "ours=$NEXTF" \
     --variants ours:base ours:base+stef ours:base+stef+ostage 2>&1 |
     tee "$out/sweep-k21-warm.log" | grep -v '^# v' | tail -n 30 || true
-  echo "# h200_run k21: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k21.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  finish_mode
   ;;
 k22)
   # session 20: the H200-only verify-only gap. k15 (H200) found the same DRAM bytes for ours and
@@ -672,7 +663,6 @@ k22)
   # 83.1 % DRAM rate: flashinfer keeps more CTAs (bytes) in flight. dsreg allows 7 CTAs/SM and
   # timed no faster: does it reach them, and what does the DRAM do then? The same profile for
   # no_epi (no writes) and afe + ostage. Each profile is one process (the knobs are its env).
-  NEXTF=kernels/gdn_ucache_flush_next.py
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   k22_points=(--hv 32 64 --batch 256 128 --flush 0)
   ncu_profile ncu-k22-table 100 --backends ours flashinfer "${k22_points[@]}"
@@ -681,8 +671,7 @@ k22)
   GDN_UCACHE_AFE=1 GDN_UCACHE_OSTAGE=1 ncu_profile ncu-k22-afe-ostage 70 --backends ours \
     "${k22_points[@]}"
   rm -f "$out"/*.ncu-rep
-  echo "# h200_run k22: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k22.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  finish_mode
   ;;
 k23)
   # session 20: the H200-only verify-only gap as an L2 limit. On the H200 (k15) the L2 ran at
@@ -692,27 +681,21 @@ k23)
   # flashinfer's 0.67 M; ostage's 16-byte rows: 0.67 M), and t1l2's L2 prefetch of tile 1 (a
   # second L2 request for 16 KB per CTA). First the candidates with ostage (both arms; ostage
   # without t1l2 is new), then the sweep, then ncu of the same forms (L2% and write sectors)
-  NEXTF=kernels/gdn_ucache_flush_next.py
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   if [[ ${K23_CONF:-1} == 1 ]]; then
     conformance candidate-k23 100 "candidate and ostage"
   fi
   k23_no_t1l2=bv128+late13+mbp0+t1early+wvearly
   # shellcheck disable=SC2086 # a word list
-  timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
-    --flush 0 20 100 --budget-s 135 --json "$out/sweep-k23.json" --backends flashinfer \
-    --modules "ours=$NEXTF" --variants ${K23_VARIANTS:-ours:base ours:base+ostage \
-    ours:base+afe+ostage ours:$k23_no_t1l2 ours:$k23_no_t1l2+ostage \
-    ours:$k23_no_t1l2+afe+ostage} 2>&1 |
-    tee "$out/sweep-k23.log" | grep -v '^# v' | tail -n 40 || true
+  grid_sweep k23 ${K23_VARIANTS:-ours:base ours:base+ostage ours:base+afe+ostage ours:$k23_no_t1l2 \
+    ours:$k23_no_t1l2+ostage ours:$k23_no_t1l2+afe+ostage}
   k23_points=(--hv 32 64 --batch 256 128 --flush 0)
   ncu_profile ncu-k23-table 100 --backends ours flashinfer "${k23_points[@]}"
   GDN_UCACHE_OSTAGE=1 ncu_profile ncu-k23-ostage 70 --backends ours "${k23_points[@]}"
   GDN_UCACHE_BV=128 GDN_UCACHE_LATE=13 GDN_UCACHE_MBP=0 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_WVEARLY=1 \
     GDN_UCACHE_OSTAGE=1 ncu_profile ncu-k23-no-t1l2-ostage 70 --backends ours "${k23_points[@]}"
   rm -f "$out"/*.ncu-rep
-  echo "# h200_run k23: wall $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k23.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  finish_mode
   ;;
 k15)
   # why verify-only at HV=32 is 1.08x flashinfer and HV=64 is not: the same CTA count (8192) at
@@ -731,7 +714,7 @@ k15)
   echo "# h200_run k15: wall $((SECONDS - t_all)) s"
   # one archive: the device tool returns a handful of files per call (session 16 lost the SASS
   # files of a bare $OUT/kernel to that limit)
-  tar -czf "$out/../kernel-k15.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  archive_mode
   ;;
 sass)
   GDN_UCACHE_OURS_MODULE=${SASS_MODULE:-kernels/gdn_ucache_flush.py} timeout 170 ncu \
@@ -875,7 +858,7 @@ k6)
     tee "$out/nosplit-k6.log" | grep -v '^# v' || true
   fi
   echo "# h200_run k6: $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k6.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  archive_mode
   ;;
 k7)
   other=${K7_OTHER:-v5=.gpu/v5.py}
@@ -890,7 +873,7 @@ k7)
     --modules "$shipped=kernels/gdn_ucache_flush.py" --variants "$shipped:base" 2>&1 |
     tee "$out/warm-b1-k7.log" | grep -v '^# v' | tail -n 12 || true
   echo "# h200_run k7: $((SECONDS - t_all)) s"
-  tar -czf "$out/../kernel-k7.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  archive_mode
   ;;
 k1)
   conformance k1 85 "forced or persistent or compact_gqa or vllm_layout"
@@ -941,7 +924,7 @@ k3)
     --modules "$V4" --variants v4:base v4:nosplit 2>&1 |
     tee "$out/sweep-k3-flush.log" | grep -v '^# v' || true
   # the device tool returns at most 8 files: everything as one archive
-  tar -czf "$out/../kernel-k3.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
+  archive_mode
   ;;
 k2)
   # 1. conformance FIRST, five processes at once (GPU-light, CPU-heavy compiles) of the v4 file:
