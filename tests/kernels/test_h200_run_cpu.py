@@ -10,6 +10,8 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 STUB = """#!/usr/bin/env bash
@@ -392,22 +394,24 @@ def test_k18_checks_tepi_and_nobar_before_timing_them(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k18.tar.gz"]
 
 
-def test_k18_conf_0_runs_the_sweep_alone(tmp_path: Path) -> None:
-    """K18_CONF=0 (conformance already passed on another card): no suite, no candidates."""
-    calls, out = run_mode(tmp_path, "k18", {"K18_CONF": "0"})
+@pytest.mark.parametrize(
+    ("mode", "sweeps"), [("k18", 1), ("k19", 1), ("k20", 1), ("k21", 2), ("k23", 1)]
+)
+def test_conf_0_runs_the_sweeps_alone(tmp_path: Path, mode: str, sweeps: int) -> None:
+    """K<N>_CONF=0 (conformance already passed on another card): no suite, no candidates, the
+    mode's sweeps (k21: cold and warm) and its archive."""
+    calls, out = run_mode(tmp_path, mode, {f"{mode.upper()}_CONF": "0"})
     lines = calls.splitlines()
     assert not [ln for ln in lines if "run_gpu_suite.py" in ln or "conformance_gpu" in ln]
-    assert len([ln for ln in lines if "bench/knockout.py" in ln]) == 1
-    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k18.tar.gz"]
+    assert len([ln for ln in lines if "bench/knockout.py" in ln]) == sweeps
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", f"kernel-{mode}.tar.gz"]
 
 
 def test_k19_checks_afe_before_timing_it(tmp_path: Path) -> None:
     """k19: #3's suite forced onto afe (late13 with the B >= 128 knobs, late10), the launch
     candidates with afe (both arms), then one sweep of the table, the table + afe, tepi and
-    no_epi vs flashinfer; K19_CONF=0 runs the sweep alone; one archive each."""
-    (tmp_path / "full").mkdir()
-    (tmp_path / "sweep").mkdir()
-    calls, out = run_mode(tmp_path / "full", "k19")
+    no_epi vs flashinfer; one archive."""
+    calls, out = run_mode(tmp_path, "k19")
     lines = calls.splitlines()
     suites = [ln for ln in lines if "run_gpu_suite.py" in ln]
     assert sorted(out_name(ln) for ln in suites) == ["suite-k19-afe-late10", "suite-k19-afe-late13"]
@@ -418,18 +422,12 @@ def test_k19_checks_afe_before_timing_it(tmp_path: Path) -> None:
     (sweep,) = [ln for ln in lines if "bench/knockout.py" in ln]
     assert " ours:base ours:base+afe ours:base+t1early+afe ours:base+tepi ours:base+no_epi" in sweep
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k19.tar.gz"]
-    calls, out = run_mode(tmp_path / "sweep", "k19", {"K19_CONF": "0"})
-    lines = calls.splitlines()
-    assert not [ln for ln in lines if "run_gpu_suite.py" in ln or "conformance_gpu" in ln]
-    assert len([ln for ln in lines if "bench/knockout.py" in ln]) == 1
 
 
 def test_k20_checks_ostage_before_timing_it(tmp_path: Path) -> None:
     """k20: #3's suite forced onto ostage through afe (late13) and through phase 5 (late10), the
-    launch candidates with ostage (both arms), then one sweep; K20_CONF=0 runs the sweep alone."""
-    (tmp_path / "full").mkdir()
-    (tmp_path / "sweep").mkdir()
-    calls, out = run_mode(tmp_path / "full", "k20")
+    launch candidates with ostage (both arms), then one sweep; one archive."""
+    calls, out = run_mode(tmp_path, "k20")
     lines = calls.splitlines()
     suites = {out_name(ln): ln for ln in lines if "run_gpu_suite.py" in ln}
     assert sorted(suites) == ["suite-k20-afe-ostage-late13", "suite-k20-ostage-late10"]
@@ -441,18 +439,12 @@ def test_k20_checks_ostage_before_timing_it(tmp_path: Path) -> None:
     (sweep,) = [ln for ln in lines if "bench/knockout.py" in ln]
     assert " ours:base ours:base+ostage ours:base+afe+ostage " in sweep
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k20.tar.gz"]
-    calls, out = run_mode(tmp_path / "sweep", "k20", {"K20_CONF": "0"})
-    lines = calls.splitlines()
-    assert not [ln for ln in lines if "run_gpu_suite.py" in ln or "conformance_gpu" in ln]
-    assert len([ln for ln in lines if "bench/knockout.py" in ln]) == 1
 
 
 def test_k21_checks_stef_then_times_it_cold_and_warm(tmp_path: Path) -> None:
     """k21: #3's suite forced onto stef (late13; late10 with ostage), the launch candidates with
-    stef (both arms), then a cold-L2 and a warm sweep; K21_CONF=0 runs the two sweeps alone."""
-    (tmp_path / "full").mkdir()
-    (tmp_path / "sweep").mkdir()
-    calls, out = run_mode(tmp_path / "full", "k21")
+    stef (both arms), then a cold-L2 and a warm sweep; one archive."""
+    calls, out = run_mode(tmp_path, "k21")
     lines = calls.splitlines()
     suites = {out_name(ln): ln for ln in lines if "run_gpu_suite.py" in ln}
     assert sorted(suites) == ["suite-k21-stef-late13", "suite-k21-stef-ostage-late10"]
@@ -464,10 +456,6 @@ def test_k21_checks_stef_then_times_it_cold_and_warm(tmp_path: Path) -> None:
     assert len(sweeps) == 2 and "--warm" not in sweeps[0] and "--warm" in sweeps[1]
     assert " ours:base ours:base+stef ours:base+stef+ostage " in sweeps[0]
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k21.tar.gz"]
-    calls, out = run_mode(tmp_path / "sweep", "k21", {"K21_CONF": "0"})
-    lines = calls.splitlines()
-    assert not [ln for ln in lines if "run_gpu_suite.py" in ln or "conformance_gpu" in ln]
-    assert len([ln for ln in lines if "bench/knockout.py" in ln]) == 2
 
 
 def test_k22_profiles_residency_for_each_form(tmp_path: Path) -> None:
