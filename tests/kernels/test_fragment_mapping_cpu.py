@@ -135,6 +135,23 @@ def _epilogue_reference(d, uwin, sw, eg, v, gam, beta, amat, cmat, T):
     return U, Y
 
 
+def _epilogue_inputs(rng: np.random.Generator, T: int) -> tuple:
+    """Random operands of one 16-row tile's phase 5, in _epilogue_reference's order: the
+    projections S0 X^T [16, 2T], the u window [j, row], the window scores sw [16, 2T], e^{G*},
+    v [T, 16], cumulative log-decays, betas, A (strictly lower) and C (lower)."""
+    NX = 2 * T
+    d = rng.standard_normal((16, NX))
+    uwin = rng.standard_normal((16, 16))
+    sw = rng.standard_normal((16, NX))
+    eg = 0.8
+    v = rng.standard_normal((T, 16))
+    gam = -np.cumsum(rng.uniform(0.01, 0.3, T))
+    beta = rng.uniform(0.2, 0.9, T)
+    amat = np.tril(rng.standard_normal((T, T)) * 0.3, -1)
+    cmat = np.tril(rng.standard_normal((T, T)) * 0.3)
+    return d, uwin, sw, eg, v, gam, beta, amat, cmat
+
+
 def test_mma_epilogue_fragments() -> None:
     """Phase 5 of kernels/gdn_ucache_flush.py: u window by ldmatrix.trans from padded rows,
     HX in the projection's accumulators, the solve as U = R M^T and the outputs as
@@ -146,17 +163,9 @@ def test_mma_epilogue_fragments() -> None:
         NXP = 8 if NX <= 8 else 16
         BV, tile = 64, 2
         UWS = BV + 8
-        d = rng.standard_normal((16, NX))  # S0 X^T for the tile's 16 rows
-        uwin = rng.standard_normal((16, 16))  # [j, row of the tile]
+        d, uwin, sw, eg, v, gam, beta, amat, cmat = _epilogue_inputs(rng, T)
         smem_u = np.zeros((16, UWS))
         smem_u[:, tile * 16 : tile * 16 + 16] = uwin
-        sw = rng.standard_normal((16, NX))
-        eg = 0.8
-        v = rng.standard_normal((T, 16))
-        gam = -np.cumsum(rng.uniform(0.01, 0.3, T))
-        beta = rng.uniform(0.2, 0.9, T)
-        amat = np.tril(rng.standard_normal((T, T)) * 0.3, -1)
-        cmat = np.tril(rng.standard_normal((T, T)) * 0.3)
         # M = (I + A)^-1 diag(beta), column t by the kernel's forward substitution
         mmat = np.zeros((T, T))
         for t in range(T):
@@ -371,14 +380,7 @@ def test_afe_affine_epilogue_matches_phase_5() -> None:
     rng = np.random.default_rng()
     for T in range(2, 5):
         NX = 2 * T
-        d = rng.standard_normal((16, NX))
-        uwin, sw = rng.standard_normal((16, 16)), rng.standard_normal((16, NX))
-        eg = 0.8
-        v = rng.standard_normal((T, 16))
-        gam = -np.cumsum(rng.uniform(0.01, 0.3, T))
-        beta = rng.uniform(0.2, 0.9, T)
-        amat = np.tril(rng.standard_normal((T, T)) * 0.3, -1)
-        cmat = np.tril(rng.standard_normal((T, T)) * 0.3)
+        d, uwin, sw, eg, v, gam, beta, amat, cmat = _epilogue_inputs(rng, T)
         mmat = np.linalg.inv(np.eye(T) + amat) @ np.diag(beta)
         ref_u, ref_o = _epilogue_reference(d, uwin, sw, eg, v, gam, beta, amat, cmat, T)
         z_u, z_o = _epilogue_reference(0 * d, uwin, sw, eg, v, gam, beta, amat, cmat, T)
