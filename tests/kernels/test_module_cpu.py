@@ -689,6 +689,21 @@ def test_wvearly_drops_late13s_weight_barrier(
     assert ptxs[0] == ptxs[1]
 
 
+def _late13_table_and(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, knob: str
+) -> tuple[str, str]:
+    """PTX of late13 with the B >= 128 table entry's knobs (t1early, t1l2, wvearly), without and
+    with GDN_UCACHE_<KNOB>=1 (left set for the caller); the latter checked for SM100-portable
+    instructions."""
+    for name in ("GDN_UCACHE_T1EARLY", "GDN_UCACHE_T1L2", "GDN_UCACHE_WVEARLY"):
+        monkeypatch.setenv(name, "1")
+    base = _next_bv128_ptx(tmp_path, 13, "late13-t1early")
+    monkeypatch.setenv(f"GDN_UCACHE_{knob.upper()}", "1")
+    ptx = _next_bv128_ptx(tmp_path, 13, f"late13-{knob}")
+    _portable(ptx)
+    return base, ptx
+
+
 def _next_has_tepi() -> bool:
     return "self.tepi = " in NEXT.read_text()
 
@@ -702,12 +717,7 @@ def test_tepi_runs_tile_0s_epilogue_before_tile_1s_wait(
     runs while tile 1 is in flight; without the knob every such store follows the last wait. The
     copies, state reads, MMAs and CTA barriers are the same in number (the barrier that orders
     phase 3's operands moves from after the last tile to after tile 0)."""
-    for knob in ("GDN_UCACHE_T1EARLY", "GDN_UCACHE_T1L2", "GDN_UCACHE_WVEARLY"):
-        monkeypatch.setenv(knob, "1")
-    base = _next_bv128_ptx(tmp_path, 13, "late13-t1early")
-    monkeypatch.setenv("GDN_UCACHE_TEPI", "1")
-    ptx = _next_bv128_ptx(tmp_path, 13, "late13-tepi")
-    _portable(ptx)
+    base, ptx = _late13_table_and(tmp_path, monkeypatch, "tepi")
 
     def stores_before_tile_1s_wait(text: str) -> int:
         # the waits in program order: tile 0's, tile 1's, a pad row's (on its entry copies)
@@ -760,12 +770,7 @@ def test_afe_moves_phase_5s_math_before_the_state_waits(
     and two MMAs per tile remain, and the stores follow each tile's projection. One CTA barrier
     more (it orders phase 3's operands before Z0); the state path is unchanged. Knock-outs:
     `afez0` drops Z0's MMAs, `epistore` the stores (one never-taken store per tile instead)."""
-    for knob in ("GDN_UCACHE_T1EARLY", "GDN_UCACHE_T1L2", "GDN_UCACHE_WVEARLY"):
-        monkeypatch.setenv(knob, "1")
-    base = _next_bv128_ptx(tmp_path, 13, "late13-t1early")
-    monkeypatch.setenv("GDN_UCACHE_AFE", "1")
-    ptx = _next_bv128_ptx(tmp_path, 13, "late13-afe")
-    _portable(ptx)
+    base, ptx = _late13_table_and(tmp_path, monkeypatch, "afe")
 
     def mmas_after_first_wait(text: str) -> int:
         first = re.search(r"mbarrier\.try_wait", text)
