@@ -124,6 +124,12 @@
 #                                  # with ostage (full-sector writes) and without t1l2 (fewer L2
 #                                  # requests) vs flashinfer, then Nsight Compute of the same forms
 #                                  # with the L2's load and write sectors
+#   bash bench/h200_run.sh k24     # ~170 s (session 21): next's tproj (the projection
+#                                  # transposed: both operands from 16-byte shared reads): #3's
+#                                  # suite forced onto it (late13, late10), its launch candidates,
+#                                  # a sweep of the table vs tproj vs flashinfer, then Nsight
+#                                  # Compute of both with the instructions executed (K24_VARIANTS
+#                                  # replaces the sweep's; K24_CONF=0: sweep and profiles alone)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -168,6 +174,8 @@ conformance() {  # $1 = tag, $2 = seconds, $3 = pytest -k expression ("" = all),
 NCU_STALLS='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
 NCU_DRAM=dram__bytes.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct
 NCU_DRAM=$NCU_DRAM,lts__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_op_write.sum
+# session 21: warp instructions executed (k15: the table issues 14-18 % more than flashinfer)
+NCU_DRAM=$NCU_DRAM,smsp__inst_executed.sum
 ncu_profile() {
   local name=$1 limit=$2
   shift 2
@@ -694,6 +702,29 @@ k23)
   GDN_UCACHE_OSTAGE=1 ncu_profile ncu-k23-ostage 70 --backends ours "${k23_points[@]}"
   GDN_UCACHE_BV=128 GDN_UCACHE_LATE=13 GDN_UCACHE_MBP=0 GDN_UCACHE_T1EARLY=1 GDN_UCACHE_WVEARLY=1 \
     GDN_UCACHE_OSTAGE=1 ncu_profile ncu-k23-no-t1l2-ostage 70 --backends ours "${k23_points[@]}"
+  rm -f "$out"/*.ncu-rep
+  finish_mode
+  ;;
+k24)
+  # session 21: tproj (the projection transposed, [X hi; X lo] S0^T: both operands from 16-byte
+  # shared reads, no register moves assembling A fragments; ~100 fewer SASS instructions). k15's
+  # H200 profile: the table issues 14-18 % more warp instructions than flashinfer and waits
+  # more for issue slots (not_selected + math_pipe_throttle), a cost that grows with the H200's
+  # bytes per cycle. Conformance first: #3's suite forced onto tproj (late13 with the B >= 128
+  # knobs; late10), the launch candidates with tproj (both arms); then one sweep; then ncu of the
+  # table and tproj (instructions issued: the summary's Minst column)
+  export GDN_UCACHE_OURS_MODULE=$NEXTF
+  if [[ ${K24_CONF:-1} == 1 ]]; then
+    GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_TPROJ=1 \
+      FORCED_MODULE=$NEXTF forced_suites k24-tproj 128 60 4 13 10 &
+    conformance candidate-k24 100 "candidate and tproj"
+    wait
+  fi
+  # shellcheck disable=SC2086 # a word list
+  grid_sweep k24 ${K24_VARIANTS:-ours:base ours:base+tproj ours:base+tproj+ostage ours:base+no_epi}
+  k24_points=(--hv 32 64 --batch 256 128 --flush 0)
+  ncu_profile ncu-k24-table 100 --backends ours flashinfer "${k24_points[@]}"
+  GDN_UCACHE_TPROJ=1 ncu_profile ncu-k24-tproj 70 --backends ours "${k24_points[@]}"
   rm -f "$out"/*.ncu-rep
   finish_mode
   ;;

@@ -104,6 +104,9 @@ VARIANTS = {
     "ostage": {"GDN_UCACHE_OSTAGE": "1"},
     # session 20: the state's bulk copies with an L2 evict-first policy
     "stef": {"GDN_UCACHE_STEF": "1"},
+    # session 21: bulk modes, T <= 4: the projection transposed ([X hi; X lo] S0^T), both
+    # operands from 16-byte shared reads (no register moves assembling A fragments)
+    "tproj": {"GDN_UCACHE_TPROJ": "1"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -187,6 +190,12 @@ CANDIDATES = (
     "bv128+late13+mbp0+t1early+wvearly+ostage",
     "bv128+late13+mbp0+t1early+ostage",
     "bv128+late13+mbp0+t1early+wvearly+afe+ostage",
+    # session 21: tproj (the transposed projection: fewer instructions per tile) on the table's
+    # B >= 32 entries
+    "bv128+late13+mbp0+t1early+t1l2+wvearly+tproj",
+    "bv128+late13+mbp0+t1early+t1l2+tproj",
+    "bv128+late10+mbp0+tproj",
+    "bv128+late10+mbp0+t1early+tproj",
 )
 
 KNOBS = (
@@ -213,6 +222,7 @@ KNOBS = (
     "GDN_UCACHE_AFE",
     "GDN_UCACHE_OSTAGE",
     "GDN_UCACHE_STEF",
+    "GDN_UCACHE_TPROJ",
 )
 
 

@@ -25,6 +25,8 @@ COLUMNS = {
     # and its write sectors (16-bit stores write half-sectors: twice the sectors of 16-byte ones)
     "L2%": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
     "L2 wr Msec": "lts__t_sectors_op_write.sum",
+    # session 21: warp instructions executed (k15: the table issues 14-18 % more than flashinfer)
+    "Minst": "smsp__inst_executed.sum",
 }
 
 # ncu's export unit per value -> the column's unit (us, MB); units not listed are the column's
@@ -32,6 +34,7 @@ UNIT_SCALE = {
     "gpu__time_duration.sum": {"nsecond": 1e-3, "msecond": 1e3},
     "dram__bytes.sum": {"byte": 1e-6, "kbyte": 1e-3, "gbyte": 1e3},
     "lts__t_sectors_op_write.sum": {"sector": 1e-6, "ksector": 1e-3, "msector": 1.0},
+    "smsp__inst_executed.sum": {"inst": 1e-6, "kinst": 1e-3, "minst": 1.0, "ginst": 1e3},
 }
 
 

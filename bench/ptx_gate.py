@@ -102,6 +102,12 @@ CONFIGS: dict[str, tuple[list, dict[str, str]]] = {
     "late13_bv64_ostage": _config(13, bv=64, ostage="1"),
     "late3_bv128_ostage": _config(3, ostage="1"),
     "late13_bv128_stef": _config(13, t1early="1", t1l2="1", wvearly="1", stef="1"),
+    # session 21: tproj (the transposed projection); bf16 = late13's direct phase-1 writes
+    "late13_bv128_tproj": _config(13, t1early="1", t1l2="1", wvearly="1", tproj="1"),
+    "late13_bv128_bf16_tproj": _config(13, dtypes=BF16, t1early="1", tproj="1"),
+    "late10_bv128_tproj": _config(10, tproj="1"),
+    "late13_bv64_tproj": _config(13, bv=64, tproj="1"),
+    "late13_bv128_T8_tproj": _config(13, T=8, t1early="1", tproj="1"),
 }
 QUICK = (
     "late0_bv32",

@@ -342,6 +342,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
     def qk_rows_to_smem(
         wq: tuple, r: Any, is_k: Any, xs_ptr: Any, c8: Any, scale: Any, io: torch.dtype,
         ring: torch.dtype, xb: Any = None, xparts: int = 2, st: torch.dtype | None = None,
+        tproj: bool = False,
     ) -> list:  # fmt: skip
         """8 elements (one 16-byte load) of row r of [k; q]: L2 norm over the row's 16 lanes, q rows
         scaled, stored as fp32 at xs[r, c8 .. c8 + 7]; returns them packed in the ring dtype (the
@@ -371,11 +372,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             for j in range(4):
                 wd = 4 * (q8 // 4) + j
                 hi = pack2(xv[2 * j], xv[2 * j + 1], st)
-                xb[(((r // 8) * xparts) * 16 + wd) * 32 + ln] = hi
+                xb[xb_index(r // 8, wd, 0, ln, xparts, tproj)] = hi
                 if xparts == 2:
                     h0, h1 = unpack2(hi, st)
                     lo = pack2(xv[2 * j] - h0, xv[2 * j + 1] - h1, st)
-                    xb[(((r // 8) * xparts + 1) * 16 + wd) * 32 + ln] = lo
+                    xb[xb_index(r // 8, wd, 1, ln, xparts, tproj)] = lo
         return [pack2(xv[2 * e], xv[2 * e + 1], ring) for e in range(4)]
 
     def gates_scan(ai: Any, bt: Any, alog: Any, dtb: Any, lane: Any, T: int) -> tuple:
@@ -1285,7 +1286,17 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         vals.append(ld16_if(b + (bi64 * b_sb + Int64(tb) * b_st + Int64(hv)), flag, dt))
         return vals
 
-    def smem_bfrag(xb: Any, lane: Any, xsplit: bool) -> Any:
+    def xb_index(nt: Any, w: Any, part: Any, lane: Any, nparts: int, tproj: bool) -> Any:
+        """Where word w (0..15: k-step w // 2, pair w % 2) of part (0 = hi, 1 = lo) of n-tile nt
+        of lane's [k^; q^] fragments sits in xb (Int32 words). Default: word-major, lane-minor
+        (scalar reads conflict-free). tproj (one n-tile, hi and lo): per k-step and lane the 16
+        bytes [hi w0, lo w0, hi w1, lo w1], which are exactly the A fragment of [X hi; X lo] in
+        the transposed projection (one 16-byte read per lane and k-step)."""
+        if tproj:
+            return ((w // 2) * 32 + lane) * 4 + (w % 2) * 2 + part
+        return ((nt * nparts + part) * 16 + w) * 32 + lane
+
+    def smem_bfrag(xb: Any, lane: Any, xsplit: bool, tproj: bool = False) -> Any:
         """B-fragment reader of the smem-staged [k^; q^] (bsmem layout, state dtype; the lo
         parts only with the hi/lo split)."""
         nparts = 2 if xsplit else 1
@@ -1293,7 +1304,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         def word(nt: int, w: int, part: int) -> Any:
             if part == 1 and not xsplit:
                 return None
-            return xb[((nt * nparts + part) * 16 + w) * 32 + lane]
+            return xb[xb_index(nt, w, part, lane, nparts, tproj)]
 
         return word
 
@@ -1422,6 +1433,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         xb if ks.xdirect else None,
                         XPARTS,
                         ks.st,
+                        ks.tproj,
                     )  # fmt: skip
                 )
         for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
@@ -1512,6 +1524,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             afe: bool = False,
             ostage: bool = False,
             stef: bool = False,
+            tproj: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -1674,6 +1687,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.afe = (
                 afe and self.bulk and BV == 128 and self.NXP == 8 and not persist
                 and not self.dsreg and not self.tepi
+            )  # fmt: skip
+            # bulk modes with the smem-staged [k^; q^] (one n-tile, hi/lo split), not with dsreg or
+            # afe (they take the projection in its own accumulator layout): the projection
+            # transposed, [X hi; X lo] S0^T, so that both operands come straight from 16-byte
+            # shared reads. Session 21: the table's projection spends ~50 register moves per tile
+            # assembling A fragments from two reads, and k15's H200 profile shows the table
+            # issuing 14-18 % more instructions than flashinfer (kernels/NOTES.md)
+            self.tproj = (
+                tproj and self.bulk and self.bsmem and self.NXP == 8 and self.xsplit
+                and not self.dsreg and not self.afe
             )  # fmt: skip
 
         @cute.jit
@@ -1908,7 +1931,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 if self.afe
                 else ds
             )
-            xb = cute.make_tensor(big(Int32, n_xb), cute.make_layout(n_xb))
+            xb_ptr = big(Int32, n_xb)
+            xb = cute.make_tensor(xb_ptr, cute.make_layout(n_xb))
             n_kb = 4 if self.fold_from_window else 16 * 2 * 32
             kb = cute.make_tensor(big(Int32, n_kb), cute.make_layout(n_kb))
             vs = cute.make_tensor(
@@ -2406,17 +2430,18 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             xa1 = xs[nb * K_DIM + colb + 1]
                             hib = pack2(xa0, xa1, self.st)
                             ra0, ra1 = unpack2(hib, self.st)
+                            xbi = xb_index(ntb, wd_, hl_, ln, XPARTS, True) if self.tproj else eidx
                             if cutlass.const_expr(XPARTS == 2):
                                 lob = pack2(xa0 - ra0, xa1 - ra1, self.st)
-                                xb[eidx] = cutlass.select_(hl_ == 0, hib, lob)
+                                xb[xbi] = cutlass.select_(hl_ == 0, hib, lob)
                             else:
-                                xb[eidx] = hib
+                                xb[xbi] = hib
                         cute.arch.sync_threads()
                         bx = None
                     else:
                         bx = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
 
-                    xb_word = smem_bfrag(xb, lane, self.xsplit)
+                    xb_word = smem_bfrag(xb, lane, self.xsplit, self.tproj)
                     if warp == self.SC_WARP:
                         # sw[j, n] = w_j (kc_j . x_n); rows j >= P are zero in kcs and w.
                         if cutlass.const_expr(self.bsmem and self.ring == self.st):
@@ -2655,7 +2680,35 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     state_chunk(st_head, v0, warp, ti, self.NTILE, g4, c4, 0, 0),
                                     acc,
                                 )
-                            for nt in cutlass.range_constexpr(NXP // 8):
+                            if cutlass.const_expr(self.tproj):
+                                # the projection transposed: [X hi; X lo] (A, one 16-byte read
+                                # per lane and k-step) times the tile's two 8-row halves (B: two
+                                # words of the lane's own 16-byte state reads, already adjacent),
+                                # so no register moves assemble A fragments from two reads. Lane
+                                # (g4, c4) ends with P[x = g4] of MMA columns 2 c4, 2 c4 + 1 (hi
+                                # in accumulator rows g4, lo in g4 + 8), i.e. of tile rows
+                                # 8 e2 + c4 + 4 r; the same sums in the same order as below
+                                tch = [[[Float32(0.0)] * 4 for _ in range(2)] for _ in range(2)]
+                                for ks in cutlass.range_constexpr(0 if "proj" in self.skip else 8):
+                                    i, h = ks // 2, ks % 2
+                                    xa = lds_v4(xb_ptr + (ks * 32 + lane) * 4)
+                                    for r in cutlass.range_constexpr(2):
+                                        tch[r][h] = list(
+                                            mma16816(
+                                                self.st,
+                                                list(xa),
+                                                [sa[r][i][2 * h], sa[r][i][2 * h + 1]],
+                                                tch[r][h],
+                                            )
+                                        )
+                                for r in cutlass.range_constexpr(2):
+                                    hl = [tch[r][0][e] + tch[r][1][e] for e in range(4)]
+                                    for e2 in cutlass.range_constexpr(2):
+                                        if g4 < NX:
+                                            ds[(tile * 16 + 8 * e2 + c4 + 4 * r) * DSP + g4] = (
+                                                hl[e2] + hl[2 + e2]
+                                            )
+                            for nt in cutlass.range_constexpr(0 if self.tproj else NXP // 8):
                                 # four independent accumulator chains (k-step parity x hi/lo): the
                                 # MMA latency chain is 4 deep instead of 16
                                 dch = [[Float32(0.0)] * 4 for _ in range(4)]
@@ -3071,6 +3124,7 @@ def compile_variant(
     afe: bool = False,
     ostage: bool = False,
     stef: bool = False,
+    tproj: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -3108,6 +3162,9 @@ def compile_variant(
     as 16-byte rows (GDN_UCACHE_OSTAGE=0/1 overrides).
     stef: bulk modes: the state's bulk copies with an L2 evict-first policy (GDN_UCACHE_STEF=0/1
     overrides).
+    tproj: bulk modes, T <= 4, with the hi/lo split and the smem-staged [k^; q^], not with dsreg
+    or afe: the projection transposed, both operands from 16-byte shared reads
+    (GDN_UCACHE_TPROJ=0/1 overrides).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -3175,6 +3232,15 @@ def compile_variant(
     )
     ostage = _flag_knob("GDN_UCACHE_OSTAGE", ostage) and BV >= 64 and not dsreg
     stef = _flag_knob("GDN_UCACHE_STEF", stef) and late in BULK_LATES
+    tproj = (
+        _flag_knob("GDN_UCACHE_TPROJ", tproj)
+        and late in BULK_LATES
+        and bsmem
+        and T <= 4
+        and xsplit
+        and not dsreg
+        and not afe
+    )
     xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
     xpf = int(xpf_raw) if xpf_raw else int(xpf)
     if not 0 <= xpf < 1 << 16:
@@ -3224,6 +3290,7 @@ def compile_variant(
         afe,
         ostage,
         stef,
+        tproj,
         arch,
     )
     fn = _CACHE.get(key)
@@ -3260,6 +3327,7 @@ def compile_variant(
         afe=afe,
         ostage=ostage,
         stef=stef,
+        tproj=tproj,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -3422,7 +3490,7 @@ def _config_knobs(name: str) -> dict[str, int]:
             continue
         if part in (
             "t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2", "tepi", "afe",
-            "ostage", "stef",
+            "ostage", "stef", "tproj",
         ):  # fmt: skip
             out[part] = 1
             continue
@@ -3482,6 +3550,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     afe = knob("GDN_UCACHE_AFE", "afe", 0)
     ostage = knob("GDN_UCACHE_OSTAGE", "ostage", 0)
     stef = knob("GDN_UCACHE_STEF", "stef", 0)
+    tproj = knob("GDN_UCACHE_TPROJ", "tproj", 0)
     return {
         "bv": bv,
         "mbp": mbp,
@@ -3500,6 +3569,7 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
         "afe": afe,
         "ostage": ostage,
         "stef": stef,
+        "tproj": tproj,
     }
 
 
@@ -3886,6 +3956,7 @@ def _launch(
         # 16-byte output rows need a 16-byte aligned output (a caller's view may not be)
         ostage=bool(cfg["ostage"]) and _rows_16b(out),
         stef=bool(cfg["stef"]),
+        tproj=bool(cfg["tproj"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )

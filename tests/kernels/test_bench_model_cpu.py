@@ -28,6 +28,7 @@ FLAG_KNOBS = {
     "afe",
     "ostage",
     "stef",
+    "tproj",
 }
 
 

@@ -345,6 +345,56 @@ def test_late13_gram_reads_its_a_rows_from_the_b_words() -> None:
     np.testing.assert_allclose(gram, X @ X.T, rtol=1e-12, atol=1e-9)
 
 
+def _xb_index_tproj(w: int, part: int, lane: int) -> int:
+    """tproj's xb layout (next's xb_index with tproj): per k-step w // 2 and lane the 16 bytes
+    [hi w0, lo w0, hi w1, lo w1]."""
+    return ((w // 2) * 32 + lane) * 4 + (w % 2) * 2 + part
+
+
+def test_tproj_layout_holds_every_fragment_word_once() -> None:
+    """Phase 3's build loop (and late13's phase 1) write word (wd, part) of lane ln to
+    _xb_index_tproj: with one n-tile and both parts, a bijection onto the 1024 words."""
+    seen = {
+        _xb_index_tproj(w, part, ln) for w in range(16) for part in range(2) for ln in range(32)
+    }
+    assert seen == set(range(2 * 16 * 32))
+
+
+def test_tproj_transposed_projection_matches_the_table() -> None:
+    """tproj: A = [X hi; X lo] read as one 16-byte word group per lane and k-step, B = the
+    state tile's MMA rows g + 8 r (the lane's own chunk words 2 h, 2 h + 1), two 8-column MMAs
+    per k-step; lane (g, c) then writes hi + lo of columns 2 c + e2 to tile row 8 e2 + c + 4 r,
+    column x = g. The result is the table's projection S X^T (X = hi + lo) for every tile row
+    and x, in the bulk stage's row permutation (MMA row m = tile row (m % 2) 8 + m // 2)."""
+    rng = np.random.default_rng()
+    S = rng.standard_normal((16, 128))  # tile rows
+    x_hi, x_lo = rng.standard_normal((8, 128)), 1e-3 * rng.standard_normal((8, 128))
+    s_mma = S[[(m % 2) * 8 + m // 2 for m in range(16)]]  # the stage's row order
+    xb = np.zeros((2 * 16 * 32, 2))
+    for ln in range(32):
+        for w in range(16):
+            col = (ln % 4) * 8 + 32 * (w // 4) + 2 * (w % 4)
+            for part, xp in enumerate((x_hi, x_lo)):
+                xb[_xb_index_tproj(w, part, ln)] = xp[ln // 4, col : col + 2]
+    acc = [{ln: np.zeros(4) for ln in range(32)} for _ in range(2)]
+    for ks in range(8):
+        i, h = ks // 2, ks % 2
+        a = {ln: [xb[(ks * 32 + ln) * 4 + q] for q in range(4)] for ln in range(32)}
+        for r in range(2):
+            b = {
+                ln: [_chunk_word(s_mma, ln, r, i, 2 * h), _chunk_word(s_mma, ln, r, i, 2 * h + 1)]
+                for ln in range(32)
+            }
+            acc[r] = _mma(a, b, acc[r])
+    ds = np.full((16, 8), np.nan)  # poisoned: every (row, x) must be written
+    for r in range(2):
+        for ln in range(32):
+            g, c = ln // 4, ln % 4
+            for e2 in range(2):
+                ds[8 * e2 + c + 4 * r, g] = acc[r][ln][e2] + acc[r][ln][2 + e2]
+    np.testing.assert_allclose(ds, S @ (x_hi + x_lo).T, rtol=1e-12, atol=1e-9)
+
+
 def _bf16(x: np.ndarray) -> np.ndarray:
     """Round to bfloat16 (nearest even) through float32 bits."""
     bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)

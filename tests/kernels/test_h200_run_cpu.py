@@ -23,7 +23,8 @@ echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
   "GDN_UCACHE_DSREG=${GDN_UCACHE_DSREG:-} GDN_UCACHE_NOBAR=${GDN_UCACHE_NOBAR:-}" \\
   "GDN_UCACHE_PERSIST=${GDN_UCACHE_PERSIST:-} GDN_UCACHE_NPROG=${GDN_UCACHE_NPROG:-}" \\
   "GDN_UCACHE_TEPI=${GDN_UCACHE_TEPI:-} GDN_UCACHE_AFE=${GDN_UCACHE_AFE:-}" \\
-  "GDN_UCACHE_OSTAGE=${GDN_UCACHE_OSTAGE:-} GDN_UCACHE_STEF=${GDN_UCACHE_STEF:-}" >>"$STUB_LOG"
+  "GDN_UCACHE_OSTAGE=${GDN_UCACHE_OSTAGE:-} GDN_UCACHE_STEF=${GDN_UCACHE_STEF:-}" \\
+  "GDN_UCACHE_TPROJ=${GDN_UCACHE_TPROJ:-}" >>"$STUB_LOG"
 # the files a step's options name: a sweep's --json (propose reads the ones that exist),
 # propose's --write (the proposed kernel file), ncu's -o report
 prev=""
@@ -395,7 +396,8 @@ def test_k18_checks_tepi_and_nobar_before_timing_them(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("mode", "sweeps"), [("k18", 1), ("k19", 1), ("k20", 1), ("k21", 2), ("k23", 1)]
+    ("mode", "sweeps"),
+    [("k18", 1), ("k19", 1), ("k20", 1), ("k21", 2), ("k23", 1), ("k24", 1)],
 )
 def test_conf_0_runs_the_sweeps_alone(tmp_path: Path, mode: str, sweeps: int) -> None:
     """K<N>_CONF=0 (conformance already passed on another card): no suite, no candidates, the
@@ -491,3 +493,22 @@ def test_k23_tests_the_l2_limit(tmp_path: Path) -> None:
     assert "GDN_UCACHE_OSTAGE=1" in profiles[1] and "GDN_UCACHE_T1EARLY=1" in profiles[2]
     assert "GDN_UCACHE_LATE=13" in profiles[2] and "GDN_UCACHE_BV=128" in profiles[2]
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k23.tar.gz"]
+
+
+def test_k24_checks_tproj_before_timing_and_profiling_it(tmp_path: Path) -> None:
+    """k24: #3's suite forced onto tproj (late13 with the B >= 128 knobs, late10), the launch
+    candidates with tproj (both arms), one sweep of the table with tproj vs flashinfer, then ncu
+    of the table with flashinfer and of tproj; reports removed, one archive."""
+    calls, out = run_mode(tmp_path, "k24")
+    lines = calls.splitlines()
+    suites = [ln for ln in lines if "run_gpu_suite.py" in ln]
+    assert len(suites) == 2 and all("GDN_UCACHE_TPROJ=1" in ln for ln in suites)
+    (conf,) = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
+    assert "candidate and tproj" in conf
+    (sweep,) = [ln for ln in lines if "bench/knockout.py" in ln]
+    assert " ours:base ours:base+tproj ours:base+tproj+ostage ours:base+no_epi" in sweep
+    profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
+    assert len(profiles) == 2
+    assert "--backends ours flashinfer" in profiles[0] and "GDN_UCACHE_TPROJ=1" in profiles[1]
+    assert "smsp__inst_executed.sum" in profiles[0]
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k24.tar.gz"]

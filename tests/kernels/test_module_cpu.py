@@ -757,6 +757,30 @@ def test_epilogue_knockouts_split_its_math_from_its_stores(
     assert ptx["epimath"].count("ldmatrix") == 0 < base.count("ldmatrix")
 
 
+def _next_has_tproj() -> bool:
+    return "self.tproj = " in NEXT.read_text()
+
+
+@pytest.mark.skipif(not _next_has_tproj(), reason="no tproj in next")
+def test_tproj_reads_the_projections_operands_as_16_byte_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GDN_UCACHE_TPROJ=1 (late13 with the B >= 128 knobs): the projection transposed, [X hi;
+    X lo] S0^T. The same MMAs, stores and barriers; the state moves as before; the [k^; q^]
+    fragments are read as one 16-byte word group per lane and k-step (8 per tile) instead of 4
+    scalar words (32 per tile)."""
+    base, ptx = _late13_table_and(tmp_path, monkeypatch, "tproj")
+    for op in ("mma.sync", "st.global.b16", "bar.sync", "mbarrier.try_wait", "ldmatrix"):
+        assert ptx.count(op) == base.count(op), op
+    ops, base_ops = _state_op_counts(ptx), _state_op_counts(base)
+    assert ops.pop("lds") >= base_ops.pop("lds") + 2 * 8 and ops == base_ops
+
+    def scalar_shared_words(text: str) -> int:
+        return text.count("ld.shared.b32")
+
+    assert scalar_shared_words(ptx) <= scalar_shared_words(base) - 2 * 32
+
+
 def _next_has_afe() -> bool:
     return "self.afe = " in NEXT.read_text()
 
