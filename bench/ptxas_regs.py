@@ -160,11 +160,15 @@ def ctas_by_registers(regs: int) -> int:
     return min(MAX_CTAS_PER_SM, REGS_PER_SM // (alloc * THREADS))
 
 
-def ptxas_info(ptxas: str, ptx_text: str, work: Path) -> dict[str, int]:
+def ptxas_info(
+    ptxas: str, ptx_text: str, work: Path, options: tuple[str, ...] = ()
+) -> dict[str, int]:
+    """Registers, spills and CTAs per SM of one PTX; `options`: extra ptxas flags (as a kernel's
+    compile passes them, e.g. next's TPROJ_PTXAS_OPTIONS)."""
     src, out = work / "k.ptx", work / "k.cubin"
     src.write_text(ptx_text)
     res = subprocess.run(
-        [ptxas, "-arch=sm_90a", "-v", "-O3", str(src), "-o", str(out)],
+        [ptxas, "-arch=sm_90a", "-v", "-O3", *options, str(src), "-o", str(out)],
         capture_output=True,
         text=True,
         check=True,

@@ -3096,6 +3096,13 @@ def _flag_knob(name: str, value: bool) -> bool:
     return int(raw) != 0 if raw else bool(value)
 
 
+# tproj: at ptxas's default register-usage level (5) the transposed projection compiles to 64
+# registers with the state head pointer spilled and reloaded before each tile's bulk copy
+# (session 21: 8 bytes of local memory per thread, 0.6-1.4 % slower on an H100,
+# results/kernel/k24-h100); level 3 gives the same instructions in 64 registers without it
+TPROJ_PTXAS_OPTIONS = "--register-usage-level=3"
+
+
 def compile_variant(
     T: int,
     H: int,
@@ -3363,8 +3370,11 @@ def compile_variant(
         Int32(0),
         cuda_drv.CUstream(0),
     ]
+    compiler = cute.compile
+    if tproj:
+        compiler = cute.compile[cute.PtxasOptions(TPROJ_PTXAS_OPTIONS)]
     with _preferred_carveout(carveout):
-        fn = cute.compile(kern, *args)
+        fn = compiler(kern, *args)
     _CACHE[key] = fn
     return fn
 

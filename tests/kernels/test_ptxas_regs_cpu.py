@@ -94,6 +94,29 @@ def test_dsreg_fits_late13_in_seven_ctas_per_sm(
     assert info[1, 8] == info[0, 8]
 
 
+def test_tproj_compiles_without_a_spill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """next's tproj (session 21) with the B >= 128 entry's knobs, compiled with the ptxas options
+    its compile passes (TPROJ_PTXAS_OPTIONS): no spill. At ptxas's default level its first form
+    spilled the state head pointer at 64 registers and ran 0.6-1.4 % slower on an H100
+    (results/kernel/k24-h100)."""
+    ptxas = ptxas_regs.ptxas_reading_ptx88()
+    if ptxas is None:
+        pytest.skip("no CUDA >= 12.9 ptxas on this machine (PTX 8.8)")
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("CuTe-DSL (nvidia-cutlass-dsl) not installed")
+    nxt = ptxas_regs.ROOT / "kernels/gdn_ucache_flush_next.py"
+    if "TPROJ_PTXAS_OPTIONS = " not in nxt.read_text():
+        pytest.skip("next has no tproj knob")
+    spec = importlib.util.spec_from_file_location("gdnu_tproj_opts", nxt)
+    kmod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kmod)
+    for name in ("T1EARLY", "T1L2", "WVEARLY", "TPROJ"):
+        monkeypatch.setenv(f"GDN_UCACHE_{name}", "1")
+    ptx = ptxas_regs.ours_ptx(13, 4, 32, tmp_path / "d", nxt).read_text()
+    info = ptxas_regs.ptxas_info(ptxas, ptx, tmp_path, tuple(kmod.TPROJ_PTXAS_OPTIONS.split()))
+    assert info["spill_stores"] == info["spill_loads"] == 0, info
+
+
 def test_ctas_by_registers_rounds_to_the_allocation_unit() -> None:
     """Registers are allocated per warp in units of 256 (8 per thread): 84 registers hold 5 CTAs
     of 128 threads per SM, as Nsight Compute reported for afe (results/kernel/k22-h100), not the
