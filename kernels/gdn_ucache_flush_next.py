@@ -94,9 +94,13 @@ at B >= 128 (+ wvearly at HV 32/64), t1early at HV=48 B = 32..127. Since v10 shi
 conformance passed; timed on an H100 only, where they gain nothing), and (session 17) late13 with
 persistent CTAs (chain; candidates bv128+late13+persist6/7; measured in sessions 18-19: correct,
 slower), and (session 19) tepi: each tile's epilogue right after its projection, while the warp's
-next tile is in flight (correct; neutral on an H100). The other late modes (4-9,
-11, 12) were measured experiments; they live in git history before the cleanup that removed them
-(kernels/NOTES.md).
+next tile is in flight (correct; 1-2 % slower on an H100 once measured cleanly in session 20).
+Session 20 added afe (the affine epilogue), ostage (16-byte u / output rows) and stef (the state
+stream evict-first in L2); session 21 added tproj (the projection transposed: 11.6 % fewer
+instructions, flashinfer's count). All four are correct and off by default; on an H100 they are
+within 1.5 % of the table (kernels/NOTES.md "Session 20", "Session 21"). The other late modes
+(4-9, 11, 12) were measured experiments; they live in git history before the cleanup that
+removed them (kernels/NOTES.md).
 """
 
 import contextlib
