@@ -130,6 +130,9 @@
 #                                  # a sweep of the table vs tproj vs flashinfer, then Nsight
 #                                  # Compute of both with the instructions executed (K24_VARIANTS
 #                                  # replaces the sweep's; K24_CONF=0: sweep and profiles alone)
+#   bash bench/h200_run.sh k25     # ~60 s (session 21): B=1 on a warm L2 (the 4 us target): rows
+#                                  # per CTA 16/32/64/128 with actfirst vs the table vs flashinfer,
+#                                  # two processes (K25_VARIANTS replaces the columns)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -726,6 +729,22 @@ k24)
   ncu_profile ncu-k24-table 100 --backends ours flashinfer "${k24_points[@]}"
   GDN_UCACHE_TPROJ=1 ncu_profile ncu-k24-tproj 70 --backends ours "${k24_points[@]}"
   rm -f "$out"/*.ncu-rep
+  finish_mode
+  ;;
+k25)
+  # session 21: B=1, the issue's 4 us target (graph replay, warm L2: 16 back-to-back calls per
+  # graph). v10's table runs bv32 at HV=32 and bv128 at HV 48/64, from heuristics before
+  # actfirst; the warm sweep of session 16 timed only base and base+actfirst. Rows per CTA
+  # 16 / 32 / 64 / 128 with actfirst, against the table and flashinfer, in one process, twice
+  # (B=1 spreads ~0.1-0.3 us between processes)
+  for rep in 1 2; do
+    # shellcheck disable=SC2086 # a word list
+    timeout 70 python3 bench/knockout.py --warm --reps 20 --arm serving --hv 32 48 64 --batch 1 \
+      --flush 0 20 100 --budget-s 60 --json "$out/warm-b1-k25-$rep.json" --backends flashinfer \
+      --modules "ours=$NEXTF" --variants ${K25_VARIANTS:-ours:base ours:bv16+actfirst \
+      ours:bv32+actfirst ours:bv64+actfirst ours:bv128+actfirst} 2>&1 |
+      tee "$out/warm-b1-k25-$rep.log" | grep -v '^# v' | tail -n 16 || true
+  done
   finish_mode
   ;;
 k15)

@@ -512,3 +512,17 @@ def test_k24_checks_tproj_before_timing_and_profiling_it(tmp_path: Path) -> None
     assert "--backends ours flashinfer" in profiles[0] and "GDN_UCACHE_TPROJ=1" in profiles[1]
     assert "smsp__inst_executed.sum" in profiles[0]
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k24.tar.gz"]
+
+
+def test_k25_sweeps_b1_rows_per_cta_twice(tmp_path: Path) -> None:
+    """k25: two warm-L2 B=1 sweeps (separate processes) of rows per CTA 16..128 with actfirst
+    next to the table and flashinfer; one archive."""
+    calls, out = run_mode(tmp_path, "k25")
+    sweeps = [ln for ln in calls.splitlines() if "bench/knockout.py" in ln]
+    assert len(sweeps) == 2 and all("--warm" in ln and "--batch 1 " in ln for ln in sweeps)
+    assert all(
+        " ours:base ours:bv16+actfirst ours:bv32+actfirst ours:bv64+actfirst ours:bv128+actfirst"
+        in ln
+        for ln in sweeps
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k25.tar.gz"]
