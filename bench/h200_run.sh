@@ -855,11 +855,14 @@ k6)
     --variants ${K6_CANDIDATES:-ours:base ours:base+t1early ours:base+t1l2 ours:base+t1early+t1l2 ours:base+wvearly ours:base+t1early+t1l2+wvearly ours:base+actfirst ours:base+xpf4 ours:base+xpf8 ours:base+xpf16 ours:base+actfirst+xpf8 ours:base+t1early+actfirst+xpf8 ours:bv128+late10+mbp0 ours:bv128+late13+mbp0 ours:bv128+late3+mbp5} 2>&1 |
     tee "$out/candidates-k6.log" | grep -v '^# v' | tail -n 40 || true
   # B=1 on a warm L2 (16 back-to-back calls per graph; the 4 us target), with actfirst:
-  # the activation loads leaving with the cursor loads should shorten the one-CTA latency chain
+  # the activation loads leaving with the cursor loads should shorten the one-CTA latency chain;
+  # and 64 rows per CTA (session 21, k25 on an H100: at HV 48/64 0.1-0.5 us under the table's
+  # bv128, most with flush rows; propose takes it where the H200 agrees)
   # shellcheck disable=SC2086
   timeout 40 python3 bench/knockout.py --warm --reps 20 --arm serving --hv 32 48 64 --batch 1 \
     --flush 0 20 100 --budget-s 30 --json "$out/warm-b1-k6.json" --backends flashinfer \
-    --modules "ours=$ship" --variants ${K6_B1_VARIANTS:-ours:base ours:base+actfirst} 2>&1 |
+    --modules "ours=$ship" --variants ${K6_B1_VARIANTS:-ours:base ours:base+actfirst \
+    ours:bv64+actfirst} 2>&1 |
     tee "$out/warm-b1-k6.log" | grep -v '^# v' | tail -n 12 || true
   # the launch table these two sweeps choose (knockout.py propose: conformance candidates only,
   # and of those only the ones that passed in both arms of the conf half when it ran on this
