@@ -855,7 +855,8 @@ k6)
     --modules "ours=$ship" \
     --variants ${K6_CANDIDATES:-ours:base ours:base+ostage ours:base+t1early ours:base+t1early+t1l2 \
     ours:base+t1early+t1l2+wvearly ours:base+actfirst ours:bv128+late10+mbp0 \
-    ours:bv128+late13+mbp0+t1early+t1l2+wvearly ours:bv128+late3+mbp5} 2>&1 |
+    ours:bv128+late13+mbp0+t1early+t1l2+wvearly ours:bv128+late13+mbp0+t1early+t1l2+wvearly+dsreg \
+    ours:bv128+late3+mbp5} 2>&1 |
     tee "$out/candidates-k6.log" | grep -v '^# v' | tail -n 40 || true
   # B=1 on a warm L2 (16 back-to-back calls per graph; the 4 us target), with actfirst:
   # the activation loads leaving with the cursor loads should shorten the one-CTA latency chain;
