@@ -800,8 +800,8 @@ k6)
       >"$out/suite-k6.log" 2>&1 &
     suite_pid=$!
     pids=("$suite_pid")
-    # 29 launch candidates per arm at ~3.2 s each (session 13 added 7): 120 s
-    conformance_parts 120 "${CONF_PARTS[@]}"
+    # 35 launch candidates per arm (session 21's list) at ~1.7-3.2 s each: up to ~115 s
+    conformance_parts 150 "${CONF_PARTS[@]}"
     for pid in "${pids[@]}"; do wait "$pid" || true; done
     kill -- -"$suite_pid" 2>/dev/null || true
     tail -3 "$out/suite-k6.log"
