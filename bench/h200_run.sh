@@ -715,7 +715,8 @@ k24)
   # more for issue slots (not_selected + math_pipe_throttle), a cost that grows with the H200's
   # bytes per cycle. Conformance first: #3's suite forced onto tproj (late13 with the B >= 128
   # knobs; late10), the launch candidates with tproj (both arms); then one sweep; then ncu of the
-  # table and tproj (instructions issued: the summary's Minst column)
+  # table and tproj (instructions issued: the summary's Minst column). Session 21: tproj has
+  # flashinfer's instruction count and the table's time on both cards (results/kernel/s21-h200)
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   if [[ ${K24_CONF:-1} == 1 ]]; then
     GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_TPROJ=1 \

@@ -1695,9 +1695,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # bulk modes with the smem-staged [k^; q^] (one n-tile, hi/lo split), not with dsreg or
             # afe (they take the projection in its own accumulator layout): the projection
             # transposed, [X hi; X lo] S0^T, so that both operands come straight from 16-byte
-            # shared reads. Session 21: the table's projection spends ~50 register moves per tile
-            # assembling A fragments from two reads, and k15's H200 profile shows the table
-            # issuing 14-18 % more instructions than flashinfer (kernels/NOTES.md)
+            # shared reads (the table's projection spends ~50 register moves per tile assembling A
+            # fragments from two reads). Session 21: 11.6 % fewer instructions, flashinfer's
+            # count, and the table's time on the H100 and on the H200: issue slots are not what
+            # the H200 gap is made of (results/kernel/k24-h100, results/kernel/s21-h200)
             self.tproj = (
                 tproj and self.bulk and self.bsmem and self.NXP == 8 and self.xsplit
                 and not self.dsreg and not self.afe
