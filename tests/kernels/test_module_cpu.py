@@ -704,11 +704,12 @@ def _late13_table_and(
     return base, ptx
 
 
-def _next_has_tepi() -> bool:
-    return "self.tepi = " in NEXT.read_text()
+def _next_has_knob(name: str) -> bool:
+    """next's kernel class has the on/off knob `name` (its `self.<name> = ` line)."""
+    return f"self.{name} = " in NEXT.read_text()
 
 
-@pytest.mark.skipif(not _next_has_tepi(), reason="no tepi in next")
+@pytest.mark.skipif(not _next_has_knob("tepi"), reason="no tepi in next")
 def test_tepi_runs_tile_0s_epilogue_before_tile_1s_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -733,7 +734,7 @@ def test_tepi_runs_tile_0s_epilogue_before_tile_1s_wait(
 
 
 @pytest.mark.skipif(
-    not _next_has_tepi() or '"epistore" in ks.skip' not in NEXT.read_text(),
+    not _next_has_knob("tepi") or '"epistore" in ks.skip' not in NEXT.read_text(),
     reason="no epistore / epimath knock-outs in next",
 )
 def test_epilogue_knockouts_split_its_math_from_its_stores(
@@ -757,11 +758,7 @@ def test_epilogue_knockouts_split_its_math_from_its_stores(
     assert ptx["epimath"].count("ldmatrix") == 0 < base.count("ldmatrix")
 
 
-def _next_has_tproj() -> bool:
-    return "self.tproj = " in NEXT.read_text()
-
-
-@pytest.mark.skipif(not _next_has_tproj(), reason="no tproj in next")
+@pytest.mark.skipif(not _next_has_knob("tproj"), reason="no tproj in next")
 def test_tproj_reads_the_projections_operands_as_16_byte_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -781,11 +778,7 @@ def test_tproj_reads_the_projections_operands_as_16_byte_words(
     assert scalar_shared_words(ptx) <= scalar_shared_words(base) - 2 * 32
 
 
-def _next_has_afe() -> bool:
-    return "self.afe = " in NEXT.read_text()
-
-
-@pytest.mark.skipif(not _next_has_afe(), reason="no afe in next")
+@pytest.mark.skipif(not _next_has_knob("afe"), reason="no afe in next")
 def test_afe_moves_phase_5s_math_before_the_state_waits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -53,16 +53,33 @@ def test_profile_driver_refuses_without_cuda() -> None:
     assert proc.returncode == 2 and "needs CUDA" in proc.stderr
 
 
-def test_summary_dram_columns_in_megabytes(tmp_path: Path) -> None:
+def _summary_of(tmp_path: Path, units: dict[str, str], *launches: tuple[str, ...]) -> list[str]:
+    """summarize() of a raw export with these metric columns (metric -> ncu's unit) and one row
+    per launch (its name, then its values in the columns' order)."""
+
+    def line(cells: list[str]) -> str:
+        return ",".join(f'"{c}"' for c in cells) + "\n"
+
     path = tmp_path / "raw.csv"
     path.write_text(
-        '"ID","Kernel Name","dram__throughput.avg.pct_of_peak_sustained_elapsed",'
-        '"dram__bytes.sum","lts__t_sector_hit_rate.pct"\n'
-        '"","","%","Gbyte","%"\n'
-        '"0","ours/HV32/B256/f0","81.5","0.3712","12.5"\n'
-        '"1","flashinfer/HV32/B256/f0","90","0.3712","1"\n'
+        line(["ID", "Kernel Name", *units])
+        + line(["", "", *units.values()])
+        + "".join(line([str(i), *launch]) for i, launch in enumerate(launches))
     )
-    lines = summarize(path)
+    return summarize(path)
+
+
+def test_summary_dram_columns_in_megabytes(tmp_path: Path) -> None:
+    lines = _summary_of(
+        tmp_path,
+        {
+            "dram__throughput.avg.pct_of_peak_sustained_elapsed": "%",
+            "dram__bytes.sum": "Gbyte",
+            "lts__t_sector_hit_rate.pct": "%",
+        },
+        ("ours/HV32/B256/f0", "81.5", "0.3712", "12.5"),
+        ("flashinfer/HV32/B256/f0", "90", "0.3712", "1"),
+    )
     assert "| 81.5 | 371.2 | 12.5 |" in lines[2]
     assert "| 90 | 371.2 | 1 |" in lines[3]
 
@@ -70,14 +87,14 @@ def test_summary_dram_columns_in_megabytes(tmp_path: Path) -> None:
 def test_summary_l2_columns(tmp_path: Path) -> None:
     """L2 load and write sectors (session 20: the H200's L2 at ~90 % binds the table; its 16-bit
     stores write twice the sectors of flashinfer's 16-byte ones)."""
-    path = tmp_path / "raw.csv"
-    path.write_text(
-        '"ID","Kernel Name","lts__throughput.avg.pct_of_peak_sustained_elapsed",'
-        '"lts__t_sectors_op_write.sum"\n'
-        '"","","%","sector"\n'
-        '"0","ours/HV32/B256/f0","90.27","1,108,709"\n'
+    lines = _summary_of(
+        tmp_path,
+        {
+            "lts__throughput.avg.pct_of_peak_sustained_elapsed": "%",
+            "lts__t_sectors_op_write.sum": "sector",
+        },
+        ("ours/HV32/B256/f0", "90.27", "1,108,709"),
     )
-    lines = summarize(path)
     assert "| L2% | L2 wr Msec |" in lines[0]
     assert "| 90.27 | 1.109 |" in lines[2]
 
@@ -85,18 +102,12 @@ def test_summary_l2_columns(tmp_path: Path) -> None:
 def test_summary_instructions_column(tmp_path: Path) -> None:
     """Warp instructions executed in millions (session 21: the table issued 14-18 % more than
     flashinfer on the H200; tproj brought it to flashinfer's count), whatever unit ncu exports."""
-    path = tmp_path / "raw.csv"
-    path.write_text(
-        '"ID","Kernel Name","smsp__inst_executed.sum"\n'
-        '"","","inst"\n'
-        '"0","ours/HV32/B256/f0","40,289,280"\n'
-        '"1","flashinfer/HV32/B256/f0","35.09"\n'
-    )
-    lines = summarize(path)
+    launches = (("ours/HV32/B256/f0", "40,289,280"), ("flashinfer/HV32/B256/f0", "35.09"))
+    lines = _summary_of(tmp_path, {"smsp__inst_executed.sum": "inst"}, *launches)
     assert lines[0].endswith("| Minst | top stalls (warps per issue) |")
     assert "| 40.29 |" in lines[2]
-    path.write_text(path.read_text().replace('"inst"', '"Minst"'))
-    assert "| 35.09 |" in summarize(path)[3]
+    lines = _summary_of(tmp_path, {"smsp__inst_executed.sum": "Minst"}, *launches)
+    assert "| 35.09 |" in lines[3]
 
 
 SASS_CSV = """"Kernel Name","ours/HV32/B256/f0/kernel_x"
