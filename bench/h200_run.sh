@@ -261,6 +261,16 @@ finish_mode() {
   archive_mode
 }
 
+# #3's suite forced onto next with one knob on top of the table's B >= 128 load-order knobs
+# (t1early, t1l2, wvearly), through late13 and late10 (BV=128, 60 s, 4 jobs): $1 = the tag,
+# $2 = the knob's variable (GDN_UCACHE_TPROJ, ...)
+table_knob_suites() {
+  local tag=$1
+  # exported for this call only (local -x), as `VAR=1 forced_suites ...` would
+  local -x GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 "$2=1" FORCED_MODULE=$NEXTF
+  forced_suites "$tag" 128 60 4 13 10
+}
+
 forced_suites() {
   local tag=$1 bv=$2 deadline=$3 jobs=$4 spec l split name
   shift 4
@@ -504,8 +514,7 @@ k16)
   # forced onto late13 / late10 with the table's knobs + dsreg and late13 with nobar, and the
   # launch candidates that carry either knob, both arms
   export GDN_UCACHE_OURS_MODULE=$NEXTF
-  GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_DSREG=1 \
-    FORCED_MODULE=$NEXTF forced_suites k16-dsreg 128 60 4 13 10 &
+  table_knob_suites k16-dsreg GDN_UCACHE_DSREG &
   GDN_UCACHE_NOBAR=1 FORCED_MODULE=$NEXTF forced_suites k16-nobar 128 60 4 13 &
   conformance candidate-k16 100 "candidate and (dsreg or nobar)"
   wait
@@ -587,8 +596,7 @@ k18)
   # huge-pool case (results/kernel/k18-h100)
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   if [[ ${K18_CONF:-1} == 1 ]]; then
-    GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_TEPI=1 \
-      FORCED_MODULE=$NEXTF forced_suites k18-tepi 128 60 4 13 10 &
+    table_knob_suites k18-tepi GDN_UCACHE_TEPI &
     conformance candidate-k18 100 "candidate and (tepi or nobar or dsreg)"
     wait
     GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_NOBAR=1 FORCED_MODULE=$NEXTF \
@@ -613,8 +621,7 @@ k19)
   # columns: this is its first clean sweep past the first point), no_epi and flashinfer
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   if [[ ${K19_CONF:-1} == 1 ]]; then
-    GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_AFE=1 \
-      FORCED_MODULE=$NEXTF forced_suites k19-afe 128 60 4 13 10 &
+    table_knob_suites k19-afe GDN_UCACHE_AFE &
     conformance candidate-k19 100 "candidate and afe"
     wait
   fi
@@ -719,8 +726,7 @@ k24)
   # flashinfer's instruction count and the table's time on both cards (results/kernel/s21-h200)
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   if [[ ${K24_CONF:-1} == 1 ]]; then
-    GDN_UCACHE_T1EARLY=1 GDN_UCACHE_T1L2=1 GDN_UCACHE_WVEARLY=1 GDN_UCACHE_TPROJ=1 \
-      FORCED_MODULE=$NEXTF forced_suites k24-tproj 128 60 4 13 10 &
+    table_knob_suites k24-tproj GDN_UCACHE_TPROJ &
     conformance candidate-k24 100 "candidate and tproj"
     wait
   fi
