@@ -857,7 +857,8 @@ k6)
   # candidate with it (the H200 gave it -1.3-1.7 % at B >= 128 verify-only), the load-order
   # knobs, and the bulk forms named whole, so that B=32 may take late13 (6 CTAs/SM, with or
   # without ostage) or dsreg (7) where late10's 5 cost it a wave (xpf left: it lost everywhere
-  # in session 16)
+  # in session 16); session 22: late10 + t1early + afe for B=32 (phase 5 is its loss on an H100)
+  # in late3's place (the B=8 entries are late3 already)
   # shellcheck disable=SC2086
   timeout 85 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 8 \
     --flush 0 20 100 --budget-s 75 --json "$out/candidates-k6.json" --backends flashinfer \
@@ -865,7 +866,7 @@ k6)
     --variants ${K6_CANDIDATES:-ours:base ours:base+ostage ours:base+t1early ours:base+t1early+t1l2 \
     ours:base+t1early+t1l2+wvearly ours:base+actfirst ours:bv128+late10+mbp0 \
     ours:bv128+late13+mbp0+t1early+t1l2+wvearly ours:bv128+late13+mbp0+t1early+t1l2+wvearly+ostage \
-    ours:bv128+late13+mbp0+t1early+t1l2+wvearly+dsreg ours:bv128+late3+mbp5} 2>&1 |
+    ours:bv128+late13+mbp0+t1early+t1l2+wvearly+dsreg ours:bv128+late10+mbp0+t1early+afe} 2>&1 |
     tee "$out/candidates-k6.log" | grep -v '^# v' | tail -n 40 || true
   # B=1 on a warm L2 (16 back-to-back calls per graph; the issue's 4 us target), with actfirst:
   # the activation loads leaving with the cursor loads should shorten the one-CTA latency chain;

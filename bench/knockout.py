@@ -159,6 +159,11 @@ CANDIDATES = (
     # (5 CTAs/SM) runs HV=64 in 3.1 waves where flashinfer (7) needs 2.2, and loses by 14 %
     # (results/kernel/s21-h200)
     "bv128+late13+mbp0+t1early+t1l2+wvearly+dsreg",
+    # session 22: afe on the HV=48 B=32 entry (late10 + t1early: 72 registers, no spills, still
+    # 5 CTAs/SM by shared memory; without t1early late10 + afe spills 4 words). On an H100 the
+    # B=32 loss to flashinfer is phase 5's serial time (results/kernel/s22-h100-b32), which afe
+    # moves before the state arrives; k19/k20 on H100s timed it 1-4 % faster at B=32 verify
+    "bv128+late10+mbp0+t1early+afe",
     # Left in session 21, after the H200 had timed them (the knobs stay in next, each still
     # checked by its forced suite in its h200_run mode): the other dsreg / nobar forms (no gain
     # at B >= 128 on either card), chain (sessions 18-19: slower), tepi (1-2 % slower), afe alone
