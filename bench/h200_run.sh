@@ -19,7 +19,8 @@
 #                                  # arms, and a short ncu of next; one archive kernel-k4.tar.gz
 #   bash bench/h200_run.sh k6      # <= 560 s (sessions 5-6, 12-13): the shipped kernel's final (or
 #                                  # K6_MODULE's, the file about to ship; K6_STEPS="conf" or
-#                                  # "bench" runs one half): conformance
+#                                  # "bench" runs one half, "final" only the final benchmark of
+#                                  # the file as it is): conformance
 #                                  # (suite + every launch-config candidate + own cases, both arms),
 #                                  # then launch candidates vs the table (K6_CANDIDATES) and B=1 on
 #                                  # a warm L2 (K6_B1_VARIANTS), the table they choose written into
@@ -838,7 +839,10 @@ k6)
       fi) &
     wait
   fi
-  if [[ $steps == *" bench "* ]]; then
+  # K6_STEPS="final" (session 22): the final benchmark of $ship alone, without the candidate
+  # sweeps, propose or the knock-outs (~200 s): for a table already chosen on the CPU from an
+  # earlier host's sweeps, on a host with too little device time left for the bench half
+  if [[ $steps == *" bench "* || $steps == *" final "* ]]; then
     # the Triton baseline is the series' op, loaded by path from the patched tree (tests/series/
     # triton_baseline_adapter.py): the host bundle's site, else patch 1's files materialised from
     # patches/ (the light carry has no vLLM tree)
@@ -852,6 +856,9 @@ k6)
       # a failure costs the Triton column only, not the archive of what ran before
       triton_prepare || echo "# triton_prepare failed: the Triton baseline will be missing"
   fi
+  final=$ship
+  fi
+  if [[ $steps == *" bench "* ]]; then
   # launch-config candidates of the shipped file next to its table's choice (each one passed
   # conformance above: the "candidate" parts); session 21: ostage on every entry that has a
   # candidate with it (the H200 gave it -1.3-1.7 % at B >= 128 verify-only), the load-order
@@ -883,7 +890,6 @@ k6)
   # host; `base+X` = the table's entry plus X) written into a copy of the file: the final
   # benchmark and the knock-outs below then time the file that ships (the same command run on
   # the returned sweeps writes it in place); without a proposal (a sweep lost) they time $ship
-  final=$ship
   sweeps=()
   for f in "$out/candidates-k6.json" "$out/warm-b1-k6.json"; do [[ -s $f ]] && sweeps+=("$f"); done
   conf_logs=("$conf_keep"/conformance-candidate-*.log)
@@ -899,6 +905,8 @@ k6)
     final=$out/proposed-k6.py
   fi
   cat "$out/propose-k6.log" 2>/dev/null || true
+  fi
+  if [[ $steps == *" bench "* || $steps == *" final "* ]]; then
   echo "# final benchmark of $final"
   # the issue's benchmark: ours vs flashinfer vs the Triton baseline vs the floor, one process
   # per arm (the JSON is rewritten after every HV block, so a timeout keeps what was timed);
@@ -915,6 +923,8 @@ k6)
         --backends ours flashinfer >"$out/bench-$arm-r$r.log" 2>&1 || echo "# repeat $r rc=$?"
     done
   done
+  fi
+  if [[ $steps == *" bench "* ]]; then
   # what the hi/lo split costs now (nosplit: flashinfer-level precision), verify and 20 %, and
   # where the verify time goes (knock-outs, wrong results on purpose: no epilogue / no fold code)
   # shellcheck disable=SC2086 # the variant lists are word lists

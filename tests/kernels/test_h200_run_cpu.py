@@ -376,6 +376,23 @@ def test_k6_steps_split_the_call(tmp_path: Path) -> None:
     assert (out_c / "kernel-k6.tar.gz").is_file() and (out_b / "kernel-k6.tar.gz").is_file()
 
 
+def test_k6_final_step_times_the_shipped_file_alone(tmp_path: Path) -> None:
+    """K6_STEPS=final: the issue's benchmark (both arms, with the Triton baseline) of the file
+    as it is, no candidate sweep, no propose, no knock-outs, no conformance."""
+    nxt = "kernels/gdn_ucache_flush_next.py"
+    calls, out = run_mode(tmp_path, "k6", {"K6_STEPS": "final", "K6_MODULE": nxt, "K6_TAG": "v12"})
+    lines = calls.splitlines()
+    bench = [ln for ln in lines if "bench_ucache.py" in ln]
+    assert [ln.split("--tag ")[1].split()[0] for ln in bench] == [
+        "final-v12-serving",
+        "final-v12-bf16",
+    ]
+    assert all("triton_vllm" in ln and f"GDN_UCACHE_OURS_MODULE={nxt} " in ln for ln in bench)
+    assert "knockout.py" not in calls and "run_gpu_suite.py" not in calls
+    assert "test_ours_conformance_gpu.py" not in calls
+    assert (out / "kernel-k6.tar.gz").is_file()
+
+
 def test_k18_checks_tepi_and_nobar_before_timing_them(tmp_path: Path) -> None:
     """k18: #3's suite forced onto tepi (late13 with the B >= 128 knobs, late10 with t1early) and
     onto nobar, the launch candidates with tepi / nobar / dsreg (both arms), then one sweep of
