@@ -1,4 +1,4 @@
-"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v10).
+"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v12).
 
 gdn-ucache's own implementation of the ``gated_delta_rule_mtp_ucache_flush`` contract
 (``/work/shared/research/kernel-spec.md`` section 1) for nvidia-cutlass-dsl 4.8.0. vLLM loads this
@@ -63,7 +63,10 @@ batches get 128 / BV times more CTAs; large batches make one pass over the state
 - Persistent mode (launch_config: nprog < B programs along the batch): each CTA walks rows z0,
   z0 + nprog, ...; the next row's cursors and first state tiles are loaded during the current row
   and (prefetch 1/2) its ring windows, q/k/v rows and gates go into a second shared-memory buffer
-  by cp.async, so a row's work starts with its data on chip.
+  by cp.async, so a row's work starts with its data on chip. With late13 (chain, BV=128) each
+  row instead runs the one-row prologue at its start and the next row's first state tile is
+  copied into the stage right after this row's last read of it, so that copy flies during this
+  row's epilogue (same shared memory: 6 CTAs/SM; the launch bound = the CTAs per SM).
 
 Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
 - every T in 2..8 (num_speculative_tokens 1..7) runs natively, not only {4, 8};
@@ -80,15 +83,28 @@ Deliberate differences from flashinfer 0.7.2.post1 (same contract otherwise):
 Instructions: mma.sync, ldmatrix, ld/st.global (16-byte vectors), cp.async, cp.async.bulk with
 mbarrier (sm_90+), shfl, exit; no wgmma/tcgen05 and no TMA tensor maps, so the same code compiles
 for sm_90a and sm_100a. Tested on: SM90 (H200: conformance and timing against flashinfer,
-2026-12-05, results/kernel/v10-k6). SM100 (B200) is compile-checked only (CI builds sm_100a).
+2026-12-05, results/kernel/v10-k6; v12's table from H200 sweeps of 2026-12-06,
+results/kernel/s21-h200, and its conformance on an H100 of 2026-12-06, results/kernel/v12-k6).
+SM100 (B200) is compile-checked only (CI builds sm_100a).
 
 Versions (kernels/NOTES.md has every measurement): v5b (registers only; shipped in sessions 6-11)
 is this file's late 0-3; v10 (session 12) adds the bulk-copy modes: late10 at B=32..127 and
 late13 at B >= 128 (results/kernel/k14), and its table (session 16, results/kernel/v10-k6) turns
 on the load-order knobs where they won: actfirst at B = 1..7 (and HV=32 B = 8..31), t1early + t1l2
-at B >= 128 (+ wvearly at HV 32/64), t1early at HV=48 B = 32..127. The other late modes (4-9,
-11, 12) were measured experiments; they live in git history before the cleanup that removed them
-(kernels/NOTES.md).
+at B >= 128 (+ wvearly at HV 32/64), t1early at HV=48 B = 32..127. Since v10 shipped, this file
+(next) adds two knobs, off by default: dsreg (late13 at 7 CTAs/SM) and nobar (results/kernel/k16:
+conformance passed; timed on an H100 only, where they gain nothing), and (session 17) late13 with
+persistent CTAs (chain; candidates bv128+late13+persist6/7; measured in sessions 18-19: correct,
+slower), and (session 19) tepi: each tile's epilogue right after its projection, while the warp's
+next tile is in flight (correct; 1-2 % slower on an H100 once measured cleanly in session 20).
+Session 20 added afe (the affine epilogue), ostage (16-byte u / output rows) and stef (the state
+stream evict-first in L2); session 21 added tproj (the projection transposed: 11.6 % fewer
+instructions, flashinfer's count). All four are correct and off by default; on an H100 they are
+within 1.5 % of the table (kernels/NOTES.md "Session 20", "Session 21"). v12 (session 22) is
+this file with ostage on at B >= 128 and 64 rows per CTA (bv64) at B = 1 for HV 48 / 64
+(results/kernel/v12-k6). The other late modes
+(4-9, 11, 12) were measured experiments; they live in git history before the cleanup that
+removed them (kernels/NOTES.md).
 """
 
 import contextlib
@@ -179,6 +195,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
     def _dsl_dtype(dt: torch.dtype) -> type:
         return BFloat16 if dt == torch.bfloat16 else Float16
 
+    # compile-time switches the helpers below read while one kernel is traced (set at the top of
+    # kernel(); one trace at a time)
+    trace_flags: dict[str, bool] = {"stef": False}
+
     def _ptx_t(dt: torch.dtype) -> str:
         return "bf16" if dt == torch.bfloat16 else "f16"
 
@@ -204,6 +224,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             "ld.shared.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}];" + tag,
             write_only_types=[Int32] * 4,
             read_only_args=[ptr.toint()],
+        )
+
+    def lds_v4_at(addr: Any) -> tuple:
+        """16 bytes from shared memory at a 32-bit shared address."""
+        return cute.arch.inline_ptx(
+            "ld.shared.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}];",
+            write_only_types=[Int32] * 4,
+            read_only_args=[addr],
         )
 
     def stg_v4(ptr: Any, w: list) -> None:
@@ -322,6 +350,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
     def qk_rows_to_smem(
         wq: tuple, r: Any, is_k: Any, xs_ptr: Any, c8: Any, scale: Any, io: torch.dtype,
         ring: torch.dtype, xb: Any = None, xparts: int = 2, st: torch.dtype | None = None,
+        tproj: bool = False,
     ) -> list:  # fmt: skip
         """8 elements (one 16-byte load) of row r of [k; q]: L2 norm over the row's 16 lanes, q rows
         scaled, stored as fp32 at xs[r, c8 .. c8 + 7]; returns them packed in the ring dtype (the
@@ -351,11 +380,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             for j in range(4):
                 wd = 4 * (q8 // 4) + j
                 hi = pack2(xv[2 * j], xv[2 * j + 1], st)
-                xb[(((r // 8) * xparts) * 16 + wd) * 32 + ln] = hi
+                xb[xb_index(r // 8, wd, 0, ln, xparts, tproj)] = hi
                 if xparts == 2:
                     h0, h1 = unpack2(hi, st)
                     lo = pack2(xv[2 * j] - h0, xv[2 * j + 1] - h1, st)
-                    xb[(((r // 8) * xparts + 1) * 16 + wd) * 32 + ln] = lo
+                    xb[xb_index(r // 8, wd, 1, ln, xparts, tproj)] = lo
         return [pack2(xv[2 * e], xv[2 * e + 1], ring) for e in range(4)]
 
     def gates_scan(ai: Any, bt: Any, alog: Any, dtb: Any, lane: Any, T: int) -> tuple:
@@ -415,6 +444,27 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 as_flag(to_ring),
                 as_flag(to_io),
             ],
+        )
+
+    def sts16_either(
+        addr: Any, x: Any, to_ring: Any, ring_dt: torch.dtype, io_dt: torch.dtype
+    ) -> None:
+        """x rounded to the ring dtype if to_ring, else to the output dtype, as one 16-bit
+        shared-memory element at byte address addr (ostage's staging)."""
+        cute.arch.inline_ptx(
+            "{ .reg .b16 h0, h1, h; .reg .pred p; setp.ne.s32 p, {$r2}, 0;"
+            f" cvt.rn.{_ptx_t(ring_dt)}.f32 h0, {{$r1}}; cvt.rn.{_ptx_t(io_dt)}.f32 h1, {{$r1}};"
+            " selp.b16 h, h0, h1, p; st.shared.b16 [{$r0}], h; }",
+            read_only_args=[addr, Float32(x), as_flag(to_ring)],
+        )
+
+    def stg_v4_either(p_a: Any, p_b: Any, w: tuple, to_a: Any, to_b: Any) -> None:
+        """16 bytes to p_a if to_a, to p_b if to_b (predicated vector stores)."""
+        cute.arch.inline_ptx(
+            "{ .reg .pred p, q; setp.ne.s32 p, {$r6}, 0; setp.ne.s32 q, {$r7}, 0;"
+            " @p st.global.v4.b32 [{$r0}], {{$r2}, {$r3}, {$r4}, {$r5}};"
+            " @q st.global.v4.b32 [{$r1}], {{$r2}, {$r3}, {$r4}, {$r5}}; }",
+            read_only_args=[p_a, p_b, w[0], w[1], w[2], w[3], as_flag(to_a), as_flag(to_b)],
         )
 
     def build_bx(xs: Any, g4: Any, c4: Any, NXP: int, dt: torch.dtype, split: bool) -> tuple:
@@ -606,6 +656,17 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         hh = lane % 2
         src = st_head + Int64((v0 + tile_ld * 16 + 8 * hh) * K_DIM)
         dst = stage + bulk_row(warp, hh)  # block hh: rows 0-7 / 8-15 of the tile
+        if trace_flags["stef"]:
+            # stef: the state stream marked evict-first in L2, so the few MB of u / output rows
+            # the kernel writes stay in L2 instead of being evicted by the state it streams
+            cute.arch.inline_ptx(
+                "{ .reg .pred p; .reg .b64 pol; setp.lt.s32 p, {$r3}, 2;"
+                " createpolicy.fractional.L2::evict_first.b64 pol, 1.0;"
+                " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                ".L2::cache_hint [{$r0}], [{$r1}], 2048, [{$r2}], pol; }",
+                read_only_args=[dst.toint(), src.toint(), mbar_w.toint(), lane],
+            )
+            return
         cute.arch.inline_ptx(
             "{ .reg .pred p; setp.lt.s32 p, {$r3}, 2;"
             " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -719,9 +780,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         v0: Any,
         lane: Any,
         BV: int,
+        with_state: bool = True,
     ) -> None:
         """Cross-row L2 prefetch, cursor-dependent part (lane 0 of one warp, warp-uniform
-        addresses): row zf's state rows v0..v0+BV of head hv (4 KB per bulk prefetch), its live
+        addresses): row zf's state rows v0..v0+BV of head hv (4 KB per bulk prefetch; not
+        without with_state), its live
         u-window rows (lead_v: the value head's first CTA) and k-window rows (lead_k: the key
         head's first CTA), each the ring slots base..base+P-1, at most two contiguous runs of
         256-byte rows, and the lines of its g row's first and last word (lead_v)."""
@@ -730,11 +793,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         n_live = cutlass.min(cutlass.max(P_f, Int32(0)), Int32(W_RING))
         b0 = base_f & Int32(RING_MASK)
         n1 = cutlass.min(n_live, Int32(RING_SLOTS) - b0)
-        st_head = pool + (s64 * pool_s0 + Int64((hv * V_DIM_C + v0) * K_DIM))
-        for c in range(BV // 16):  # 4 KB (16 rows) per prefetch, the size t1l2 asks for
-            l2_prefetch_bulk(
-                (st_head + Int64(c * 16 * K_DIM)).toint(), Int32(16 * K_DIM * 2), as_flag(one)
-            )
+        if with_state:
+            st_head = pool + (s64 * pool_s0 + Int64((hv * V_DIM_C + v0) * K_DIM))
+            for c in range(BV // 16):  # 4 KB (16 rows) per prefetch, the size t1l2 asks for
+                l2_prefetch_bulk(
+                    (st_head + Int64(c * 16 * K_DIM)).toint(), Int32(16 * K_DIM * 2), as_flag(one)
+                )
         for ring, ring_s0, head, mine in ((uc, uc_s0, hv, lead_v), (kc, kc_s0, ih, lead_k)):
             for r0, nrows in ((b0, n1), (Int32(0), n_live - n1)):
                 run = (ring + (s64 * ring_s0 + Int64((head * RING_SLOTS + r0) * K_DIM))).toint()
@@ -758,6 +822,249 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         """Chunk (rr, i) of thread (g4, c4) in its warp's bulk-staged tile (Int32 words): row
         g4 + 8 rr (bulk_row), columns c4*8 + 32 i + 0..7."""
         return stage + (bulk_row(warp, g4 + 8 * rr) + i * 16 + c4 * 4)
+
+    def proj_to_epilogue_rows(d: list, g4: Any, c4: Any) -> tuple:
+        """One 16 x 8 projection tile from the bulk modes' MMA rows to the epilogue's (dsreg).
+
+        In the bulk modes thread (g4, c4) holds tile rows p = (g4 % 2) * 8 + g4 // 2 and p + 4
+        (d[0:2] and d[2:4], columns 2 c4 + {0, 1}); the epilogue wants rows g4 and g4 + 8 of the
+        same columns. Row r < 8 sits at g4 = 2 (r % 4), row r + 8 at g4 = 2 (r % 4) + 1, each in
+        the first pair if r < 4 else the second: 8 shuffles within the lane's column group."""
+        src_a = (g4 % 4) * 8 + c4
+        second = g4 >= 4
+        out = [None] * 4
+        for col in range(2):
+            for half, src in ((0, src_a), (1, src_a + 4)):
+                first_v = cute.arch.shuffle_sync(d[col], src)
+                second_v = cute.arch.shuffle_sync(d[2 + col], src)
+                out[2 * half + col] = cutlass.select_(second, second_v, first_v)
+        return tuple(out)
+
+    def epilogue_operands(
+        ks: Any, g4: Any, c4: Any, sw: Any, cmat: Any, mmat: Any, gam: Any, base: Any, P: Any,
+        o_st: Any,
+    ) -> tuple:  # fmt: skip
+        """Phase 5's per-thread operands, once per row: the B fragments SW (history), C (outputs)
+        and M (solve) as hi + lo pairs, and per accumulator column of this lane its side, token,
+        e^{gamma_token}, ring offset and output offset. Reads sw / cmat / mmat, which phase 3's
+        warps wrote: a CTA barrier must order them first."""
+        T, NX, NXP = ks.T, ks.NX, ks.NXP
+        bf = torch.bfloat16
+        r0_ = 2 * c4
+        r0c = cutlass.min(r0_, Int32(T - 1))
+        r1c = cutlass.min(r0_ + 1, Int32(T - 1))
+        # B fragments, once per thread: SW (history), M (solve), C (outputs)
+        b_sw = []
+        b_c = []
+        for nt in range(NXP // 8):
+            n_b = nt * 8 + g4
+            nbc = cutlass.min(n_b, Int32(NX - 1))
+            halves = []
+            for hf in range(2):
+                j0 = r0_ + 8 * hf
+                halves.append(
+                    split2(
+                        cutlass.select_(n_b < NX, sw[j0 * NX + nbc], Float32(0.0)),
+                        cutlass.select_(n_b < NX, sw[(j0 + 1) * NX + nbc], Float32(0.0)),
+                        ks.ring,
+                    )
+                )
+            b_sw.append(halves)
+            s_b = n_b - T
+            ok_c = (s_b >= Int32(0)) & (s_b < T)
+            sbc = cutlass.min(cutlass.max(s_b, Int32(0)), Int32(T - 1))
+            b_c.append(
+                split2(
+                    cutlass.select_(ok_c & (r0_ < T), cmat[sbc * T + r0c], Float32(0.0)),
+                    cutlass.select_(ok_c & (r0_ + 1 < T), cmat[sbc * T + r1c], Float32(0.0)),
+                    bf,
+                )
+            )
+        ok_m = g4 < T
+        gmc = cutlass.min(g4, Int32(T - 1))
+        b_m = split2(
+            cutlass.select_(ok_m & (r0_ < T), mmat[gmc * T + r0c], Float32(0.0)),
+            cutlass.select_(ok_m & (r0_ + 1 < T), mmat[gmc * T + r1c], Float32(0.0)),
+            bf,
+        )
+        # per column of this lane: side, token index, e^{gamma_token}, ring offset
+        cols = []
+        for nt in range(NXP // 8):
+            for e2 in range(2):
+                n_c = nt * 8 + r0_ + e2
+                k_side = n_c < T
+                q_side = (n_c >= T) & (n_c < 2 * T)
+                tok = cutlass.min(
+                    cutlass.max(cutlass.select_(k_side, n_c, n_c - T), Int32(0)),
+                    Int32(T - 1),
+                )
+                egs = cute.math.exp(gam[tok], fastmath=True)
+                ring_off = Int64(((base + P + tok) & RING_MASK) * V_DIM_C)
+                cols.append((k_side, q_side, tok, egs, ring_off, Int64(tok) * o_st))
+        return b_sw, b_c, b_m, cols, r0_
+
+    def epilogue_tile(
+        ks: Any, eops: tuple, tile: Any, has_tile: Any, g4: Any, c4: Any, lane: Any, uw16_i: Any,
+        ds: Any, pj: tuple | None, eg_star: Any, vs: Any, uc_head: Any, o_head: Any, zero: Any,
+        afe_z0: bool = False, sctx: tuple | None = None,
+    ) -> list | None:  # fmt: skip
+        """Phase 5 for one 16-row tile (kernel docstring): history HX = e^{G*} S0 X^T + U_win^T
+        SW, residual R = V - e^{gamma} HX_k, solve U = R M^T, outputs O = e^{gamma} HX_q + U C^T,
+        then the u appends and the outputs as predicated 16-bit stores. The projections come
+        from ds (this warp's rows: a warp barrier must order them) or, with dsreg, in pj.
+        Timing knock-outs (results wrong): `epimath` stores e^{G*} x the projections without the
+        math; `epistore` runs the math and keeps it alive by one never-taken store instead of
+        the 16-bit stores (session 19: is phase 5's cost its math or its stores?).
+        afe_z0: the same math with P = 0 (the affine epilogue's Z0, before the state arrives),
+        returned per n-tile in the accumulator layout instead of stored."""
+        NX, NXP, UWS, DSP, VSS = ks.NX, ks.NXP, ks.UWS, ks.DSP, ks.VSS
+        bf = torch.bfloat16
+        b_sw, b_c, b_m, cols, r0_ = eops
+        rows = (tile * 16 + g4, tile * 16 + g4 + 8)
+
+        def history_acc_in(nt: int) -> list:
+            # e^{G*} S0 X^T of n-tile nt in the accumulator layout (zero past the NX columns)
+            out = []
+            if afe_z0:
+                return [Float32(0.0)] * 4
+            for e in range(4):
+                n_d = nt * 8 + r0_ + e % 2
+                if pj is not None:
+                    d_e = pj[e]
+                else:
+                    d_e = ds[rows[e // 2] * DSP + cutlass.min(n_d, Int32(NX - 1))]
+                out.append(cutlass.select_(n_d < NX, eg_star * d_e, Float32(0.0)))
+            return out
+
+        if "epimath" in ks.skip and not afe_z0:
+            fin = [history_acc_in(nt) for nt in range(NXP // 8)]
+            epilogue_stores(ks, fin, cols, rows, has_tile, uc_head, o_head, tile, sctx)
+            return None
+        # A = u window^T [16 rows x 16 j]: lane t addresses row t % 8 of
+        # 8x8 block t // 8 = (j half, row half)
+        mi = lane // 8
+        ua = ldsm_x4_trans(uw16_i + ((lane % 8 + 8 * (mi // 2)) * UWS + tile * 16 + 8 * (mi % 2)))
+        acc = []
+        for nt in range(NXP // 8):
+            hxc = history_acc_in(nt)
+            hxc = mma16816(ks.ring, ua, [b_sw[nt][0][0], b_sw[nt][1][0]], hxc)
+            hxc = mma16816(ks.ring, ua, [b_sw[nt][0][1], b_sw[nt][1][1]], hxc)
+            acc.append(hxc)
+        # residuals (k columns) and e^{gamma} HX_q (q columns) of n-tile 0
+        res = []
+        cq = []
+        for e in range(4):
+            k_side, q_side, tok, egs, _, _ = cols[e % 2]
+            vv = vs[tok * VSS + rows[e // 2]]
+            if ks.vs16:
+                vv = cvt_b16(Int32(vv), ks.io)
+            res.append(cutlass.select_(k_side, vv - egs * acc[0][e], Float32(0.0)))
+            cq.append(cutlass.select_(q_side, egs * acc[0][e], Float32(0.0)))
+        ra = [split2(res[0], res[1], bf), split2(res[2], res[3], bf)]
+        dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[0], zero], cq)
+        dd = mma16816(bf, [ra[0][1], ra[1][1], zero, zero], [b_m[0], zero], dd)
+        dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[1], zero], dd)
+        # U (k columns only) as the A operand of the output MMA
+        uu = [cutlass.select_(cols[e % 2][0], dd[e], Float32(0.0)) for e in range(4)]
+        ua2 = [split2(uu[0], uu[1], bf), split2(uu[2], uu[3], bf)]
+        fin = []
+        for nt in range(NXP // 8):
+            if nt == 0:
+                cin = dd
+            else:
+                cin = []
+                for e in range(4):
+                    _, q_side, _, egs, _, _ = cols[2 * nt + e % 2]
+                    cin.append(cutlass.select_(q_side, egs * acc[nt][e], Float32(0.0)))
+            oo = mma16816(bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][0], zero], cin)
+            oo = mma16816(bf, [ua2[0][1], ua2[1][1], zero, zero], [b_c[nt][0], zero], oo)
+            oo = mma16816(bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][1], zero], oo)
+            fin.append(oo)
+        if afe_z0:
+            return fin
+        if "epistore" in ks.skip:
+            total = Float32(0.0)
+            for nt in range(NXP // 8):
+                for e in range(4):
+                    total = total + fin[nt][e]
+            word = cute.arch.inline_ptx(
+                "mov.b32 {$w0}, {$r0};", write_only_types=[Int32], read_only_args=[total]
+            )
+            sink_if_magic(cute.recast_ptr(o_head + Int64(rows[0] * 2), dtype=Int32), word)
+            return None
+        epilogue_stores(ks, fin, cols, rows, has_tile, uc_head, o_head, tile, sctx)
+        return None
+
+    def afe_result(d: list, eg_star: Any, z: list, w: tuple, zero: Any) -> tuple:
+        """afe: [U | O] of one 16 x 8 tile in the projection's accumulator layout, Z0 + (e^{G*} P)
+        L^T, as two bf16 MMAs whose K = 16 holds [P hi | P lo] (P's accumulator layout is the A
+        layout of K columns 0-7; its lo parts fill 8-15): [P hi | P lo] [L hi; L hi] +
+        [P hi | P lo] [L lo; 0] (P lo L lo, ~2^-16 relative, dropped as in the other splits)."""
+        bf = torch.bfloat16
+        pa = split2(eg_star * d[0], eg_star * d[1], bf)
+        pb = split2(eg_star * d[2], eg_star * d[3], bf)
+        a = [pa[0], pb[0], pa[1], pb[1]]
+        acc = mma16816(bf, a, [w[0], w[0]], z)
+        return mma16816(bf, a, [w[1], zero], acc)
+
+    def epilogue_stores(
+        ks: Any, fin: list, cols: list, rows: tuple, has_tile: Any, uc_head: Any, o_head: Any,
+        tile: Any = None, sctx: tuple | None = None,
+    ) -> None:  # fmt: skip
+        """Phase 5's results of one tile: k-side columns appended to the u ring, q-side columns
+        to the outputs (predicated 16-bit stores). ostage (sctx = (shared address of the tile's
+        own ds rows, lane, base, P, o_st)): the 16-bit results go to shared memory as [column]
+        [16 rows] (undoing the bulk modes' row permutation), then lane 2 n + h writes the 16
+        bytes of rows 8 h .. 8 h + 7 of column n: one 16-byte store per lane, each pair of lanes
+        a whole 32-byte sector, instead of 16-bit stores touching half-sectors."""
+        if sctx is not None:
+            ds_addr, lane, base, P, o_st = sctx
+            stg = ds_addr + tile * (16 * ks.DSP * 4)  # this tile's own ds rows
+            T = ks.T
+            cute.arch.sync_warp()  # every lane has read the tile's ds rows (projections, Z0)
+            for nt in range(ks.NXP // 8):
+                for e in range(4):
+                    k_side = cols[2 * nt + e % 2][0]
+                    n_c = nt * 8 + 2 * (lane % 4) + e % 2
+                    r = rows[e // 2] - tile * 16
+                    sts16_either(stg + (n_c * 16 + r) * 2, fin[nt][e], k_side, ks.ring, ks.io)
+            cute.arch.sync_warp()
+            # lane 2 n + h: column n (NXP <= 16, so one pass covers every column), rows 8 h ..
+            n_l = lane // 2
+            half = lane % 2
+            live = n_l < ks.NXP
+            words = lds_v4_at(stg + cutlass.min(n_l, Int32(ks.NXP - 1)) * 32 + half * 16)
+            to_ring = live & (n_l < T)
+            to_io = live & (n_l >= T) & (n_l < 2 * T)
+            if has_tile is not True:
+                to_ring = to_ring & has_tile
+                to_io = to_io & has_tile
+            tok = cutlass.min(
+                cutlass.max(cutlass.select_(n_l < T, n_l, n_l - T), Int32(0)), Int32(T - 1)
+            )
+            col0 = Int64(tile * 16 + half * 8)
+            ring_off = Int64(((base + P + tok) & RING_MASK) * V_DIM_C)
+            stg_v4_either(
+                cute.recast_ptr(uc_head + (ring_off + col0), dtype=Int32),
+                cute.recast_ptr(o_head + (Int64(tok) * o_st + col0), dtype=Int32),
+                words,
+                to_ring,
+                to_io,
+            )
+            return
+        for nt in range(ks.NXP // 8):
+            for e in range(4):
+                k_side, q_side, _, _, ring_off, out_off = cols[2 * nt + e % 2]
+                row64 = Int64(rows[e // 2])
+                st16_either(
+                    uc_head + (ring_off + row64),
+                    o_head + (out_off + row64),
+                    fin[nt][e],
+                    k_side if has_tile is True else k_side & has_tile,
+                    q_side if has_tile is True else q_side & has_tile,
+                    ks.ring,
+                    ks.io,
+                )
 
     def read_bulk_tile(
         stage: Any,
@@ -784,6 +1091,35 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         cute.arch.sync_warp()
         cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
         bulk_stage_tile(st_head, stage, mbar_w, v0, warp, ti, ntile, lane)
+
+    def stage_next_row(
+        pool: Any,
+        pool_s0: Any,
+        slot: Any,
+        hv: Any,
+        stage: Any,
+        mbar_w: Any,
+        v0: Any,
+        warp: Any,
+        ntile: int,
+        lane: Any,
+        has_next: Any,
+        t1l2: bool,
+        tiles_per_warp: int,
+    ) -> None:
+        """chain: the warp's tile 0 of the next row (pool slot `slot`) into the stage once every
+        lane has read this row's last tile; only when there is a next row (has_next != 0) and it
+        is not a pad row (pad rows consume no mbarrier phase). With t1l2 its later tiles go to
+        L2 too. The slot test is made here, not where the slot was loaded (the row's top): a
+        compare there would wait for the load before the row's own loads leave."""
+        live = (has_next != Int32(0)) & (slot >= Int32(0))
+        head = pool + (Int64(cutlass.max(slot, Int32(0))) * pool_s0 + Int64(hv * V_DIM_C * K_DIM))
+        lane_or_off = cutlass.select_(live, lane, Int32(32))  # lane 32: no copy
+        stage_next_tile(head, stage, mbar_w, v0, warp, 0, ntile, lane_or_off)
+        if t1l2:
+            for ti in range(1, tiles_per_warp):
+                if ntile >= 4 * (ti + 1):
+                    l2_prefetch_tile(head, v0, warp, ti, ntile, lane_or_off)
 
     def prefetch_state_tiles(
         pool: Any,
@@ -958,7 +1294,17 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         vals.append(ld16_if(b + (bi64 * b_sb + Int64(tb) * b_st + Int64(hv)), flag, dt))
         return vals
 
-    def smem_bfrag(xb: Any, lane: Any, xsplit: bool) -> Any:
+    def xb_index(nt: Any, w: Any, part: Any, lane: Any, nparts: int, tproj: bool) -> Any:
+        """Where word w (0..15: k-step w // 2, pair w % 2) of part (0 = hi, 1 = lo) of n-tile nt
+        of lane's [k^; q^] fragments sits in xb (Int32 words). Default: word-major, lane-minor
+        (scalar reads conflict-free). tproj (one n-tile, hi and lo): per k-step and lane the 16
+        bytes [hi w0, lo w0, hi w1, lo w1], which are exactly the A fragment of [X hi; X lo] in
+        the transposed projection (one 16-byte read per lane and k-step)."""
+        if tproj:
+            return ((w // 2) * 32 + lane) * 4 + (w % 2) * 2 + part
+        return ((nt * nparts + part) * 16 + w) * 32 + lane
+
+    def smem_bfrag(xb: Any, lane: Any, xsplit: bool, tproj: bool = False) -> Any:
         """B-fragment reader of the smem-staged [k^; q^] (bsmem layout, state dtype; the lo
         parts only with the hi/lo split)."""
         nparts = 2 if xsplit else 1
@@ -966,7 +1312,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         def word(nt: int, w: int, part: int) -> Any:
             if part == 1 and not xsplit:
                 return None
-            return xb[((nt * nparts + part) * 16 + w) * 32 + lane]
+            return xb[xb_index(nt, w, part, lane, nparts, tproj)]
 
         return word
 
@@ -1017,6 +1363,140 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             out.append(h)
         return (out[0] & Int32(0xFFFF)) | (out[1] << 16)
 
+    # The one-row prologue in two halves: row zr's cursor-independent loads, then those values
+    # into shared memory. Called before the row loop (one row per CTA) or at the start of every
+    # row (chain). @cute.jit functions, not closures of the kernel: the DSL does not let a
+    # function called inside a run-time loop capture the kernel's values (ks = the kernel object,
+    # dims = its shape constants).
+    @cute.jit
+    def row_act_loads(
+        ks, dims, zr, tid, c8, ih, hv, v0, q, k, v, a, b, a_log, dt_bias, q_sb, q_st,
+        k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st,
+    ):  # fmt: skip
+        T, BV, NX, XR, VSS, XPARTS = dims
+        wq_pre = []
+        v_pre = []
+        # Cursor-independent loads first (a pad row's activation rows are inside their
+        # tensors' storage: reading them is harmless, the values are never used).
+        if cutlass.const_expr(ks.vec_qk):
+            for pss in cutlass.range_constexpr(XR // 8):
+                rq1 = tid // 16 + 8 * pss
+                rc0 = cutlass.min(rq1, Int32(NX - 1))
+                wq_pre.append(
+                    ldg_v4_either(
+                        k + (Int64(zr) * k_sb + Int64(rc0) * k_st + Int64(ih * K_DIM + c8)),
+                        q
+                        + (
+                            Int64(zr) * q_sb
+                            + Int64(cutlass.max(rc0 - T, Int32(0))) * q_st
+                            + Int64(ih * K_DIM + c8)
+                        ),
+                        rc0 < T,
+                        rq1 < NX,
+                    )
+                )
+        for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
+            ev0 = cutlass.min(tid + THREADS * i, Int32(T * BV - 1))
+            v_pre.append(
+                ldg_b16(
+                    v
+                    + (
+                        Int64(zr) * v_sb
+                        + Int64(ev0 // BV) * v_st
+                        + Int64(hv * V_DIM_C + v0 + ev0 % BV)
+                    )
+                )
+            )
+        # gates: lane t of warp 0 loads a_t, b_t (others a clamped duplicate)
+        tl0 = cutlass.min(tid, Int32(T - 1))
+        a_pre = ldg_b16(a + (Int64(zr) * a_sb + Int64(tl0) * a_st + Int64(hv)), True)
+        b_pre = ldg_b16(b + (Int64(zr) * b_sb + Int64(tl0) * b_st + Int64(hv)), True)
+        alog_pre = ldg_b32(cute.recast_ptr(a_log + Int64(hv), dtype=Int32), True)
+        dtb_pre = ldg_b32(cute.recast_ptr(dt_bias + Int64(hv), dtype=Int32), True)
+        return wq_pre, v_pre, a_pre, b_pre, alog_pre, dtb_pre
+
+    @cute.jit
+    def row_acts_to_smem(
+        ks, dims, acts, tid, warp, lane, c8, scale, xs_ptr, xb, vs, gam, beta
+    ):  # fmt: skip
+        T, BV, NX, XR, VSS, XPARTS = dims
+        wq_pre, v_pre, a_pre, b_pre, alog_pre, dtb_pre = acts
+        kpk_pre = []
+        # The cursor-independent part of phase 1, while the state and windows are in
+        # flight: normalised [k^; q^] rows, the v slice and the gates into smem (a pad
+        # row does it too: its CTA-local smem is never read).
+        if cutlass.const_expr(ks.vec_qk):
+            for pss in cutlass.range_constexpr(XR // 8):
+                rq0 = tid // 16 + 8 * pss
+                kpk_pre.append(
+                    qk_rows_to_smem(
+                        wq_pre[pss],
+                        rq0,
+                        cutlass.min(rq0, Int32(NX - 1)) < T,
+                        xs_ptr,
+                        c8,
+                        scale,
+                        ks.io,
+                        ks.ring,
+                        xb if ks.xdirect else None,
+                        XPARTS,
+                        ks.st,
+                        ks.tproj,
+                    )  # fmt: skip
+                )
+        for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
+            ev0 = tid + THREADS * i
+            v_el = Int16(v_pre[i]) if ks.vs16 else cvt_b16(v_pre[i], ks.io)
+            if cutlass.const_expr(T * BV >= THREADS * (i + 1)):
+                vs[(ev0 // BV) * VSS + ev0 % BV] = v_el
+            else:
+                if ev0 < T * BV:
+                    vs[(ev0 // BV) * VSS + ev0 % BV] = v_el
+        if warp == 0:
+            gsum0, beta0 = gates_scan(
+                cvt_b16(a_pre, ks.io), cvt_b16(b_pre, ks.io), as_f32(alog_pre),
+                as_f32(dtb_pre), lane, T,
+            )  # fmt: skip
+            if lane < T:
+                gam[lane] = gsum0
+                beta[lane] = beta0
+        return kpk_pre
+
+    @cute.jit
+    def row_g_words(gc, gc_s0, slot_ld, hv, base, P, tid):
+        # the g-row words this thread needs, straight from global memory: g_j (threads
+        # < 16) and G* (all), so the window weights exist before phase 1's barrier
+        g_row0 = gc + (Int64(slot_ld) * gc_s0 + Int64(hv * RING_SLOTS))
+        g_words = []
+        for g_idx in (base + cutlass.min(tid, Int32(15)), base + P - Int32(1)):
+            g_words.append(
+                ldg_b32(cute.recast_ptr(g_row0 + Int64(g_idx & RING_MASK), dtype=Int32), True)
+            )
+        return g_words
+
+    @cute.jit
+    def l2_next_row(
+        acts, rings, zf, slot_f, P_f, base_f, has_next, warp, lane, ih, hv, v0, BV, T
+    ):  # fmt: skip
+        # chain (nextl2): what row zf's prologue loads first (its live k/u window rows, g row,
+        # q/k/v rows and gates) asked into L2 by warp 3 when this row is done with the stage, so
+        # that the row's first DRAM trip after the row-end barrier hits L2 (a hint: results
+        # unchanged). Its state is not: tile 0 is being copied, t1l2 prefetches tile 1.
+        q, k, v, a, b, q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st = acts
+        kc, uc, gc, kc_s0, uc_s0, gc_s0 = rings
+        mine = (has_next != Int32(0)) & (slot_f >= Int32(0)) & (warp == Int32(3))
+        xpf_row(
+            None, kc, uc, gc, None, kc_s0, uc_s0, gc_s0, slot_f, P_f, base_f, mine, mine, mine,
+            ih, hv, v0, lane, BV, with_state=False,
+        )  # fmt: skip
+        # a run-time loop over the tokens (see xpf: unrolled, ptxas hoists all T addresses)
+        for t_f in cutlass.range(T, unroll=1):
+            xpf_token(
+                q, k, v, q_sb, q_st, k_sb, k_st, v_sb, v_st, zf, t_f, mine & (lane == Int32(0)),
+                mine, ih, hv, v0, BV,
+            )  # fmt: skip
+        xpf_gates(a, b, a_sb, a_st, b_sb, b_st, zf, mine, hv, lane, T)
+
     class GdnDecodeUCacheFlushKernel:
         """One compiled variant: static config in __init__, host @cute.jit __call__, device code."""
 
@@ -1045,6 +1525,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             wvearly: bool = False,
             xpf: int = 0,
             actfirst: bool = False,
+            dsreg: bool = False,
+            nobar: bool = False,
+            nextl2: bool = False,
+            tepi: bool = False,
+            afe: bool = False,
+            ostage: bool = False,
+            stef: bool = False,
+            tproj: bool = False,
         ) -> None:
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
@@ -1110,12 +1598,18 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # persistent CTAs: grid z = nprog < B programs, each walking rows z0, z0 + nprog, ...
             # and prefetching the next row's cursors and state tiles during the current row
             self.persist = persist
+            # bulk modes with persistent CTAs (BV=128): each row runs the one-row prologue at its
+            # own start (q/k/v and gate loads, windows by cp.async, the rows into smem) and the
+            # next row's first state tile is copied into the stage as soon as this row has read
+            # it for the last time, so that copy (and the next cursors) fly during this row's
+            # epilogue; no second window buffer (shared memory, hence CTAs/SM, unchanged)
+            self.chain = persist and self.bulk
             # persistent CTAs also prefetch the next row's ring windows (k, u, g) into a second
             # shared-memory buffer with cp.async (no registers while in flight)
-            self.pf = prefetch >= 1 and persist
+            self.pf = prefetch >= 1 and persist and not self.chain
             # ... and its q/k/v rows too (cp.async; needs 16-byte aligned activation rows) plus
             # its a/b gates (registers)
-            self.pf_act = prefetch >= 2 and persist
+            self.pf_act = prefetch >= 2 and persist and not self.chain
             # q/k rows 16-byte aligned (checked on the host): 16 threads per row load 8 elements
             # each with one vector load, the L2 norms reduce over those 16 lanes in registers,
             # and the k ring append is one 16-byte store per thread (no norm pass over smem)
@@ -1123,7 +1617,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # one row per CTA: every load that does not depend on the cursors (q/k rows, the v
             # slice, the gates) is issued before the cursors return, and the ring windows and the
             # g row go by cp.async right after them: two dependent DRAM trips per CTA, not ~five
-            self.early = not persist
+            # (chain: the same prologue, at the start of every row)
+            self.early = not persist or self.chain
             self.skip = frozenset(
                 skip
             )  # timing knock-outs (results are wrong): never in production
@@ -1148,7 +1643,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # one row per CTA: G* and the window weights from g-row words loaded at entry
             # (global, not the smem copy), written before phase 1's barrier, so late13 loses its
             # phase-3 barrier (it only ordered the weights) and no-bsmem builds theirs
-            self.wvearly = wvearly and not persist
+            self.wvearly = wvearly and (not persist or self.chain)
             # one row per CTA: each CTA also asks L2 for what the CTAs of row z + xpf will read
             # (state rows, live window rows, q/k/v rows, gates), so that rows started later find
             # their bytes in L2 (a hint: results unchanged). CTAs are dispatched in row order;
@@ -1156,9 +1651,62 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # only: the register modes serve batches below one wave (nothing to prefetch for),
             # and there the prefetch code cost 11-22 registers (late3: 80 -> 91-102)
             self.xpf = xpf if late in BULK_LATES and not persist else 0
+            # bulk modes at BV=128, T <= 4: the projections stay in registers (each tile's 4 per
+            # thread, moved from the permuted MMA rows to the epilogue's rows by 8 shuffles)
+            # instead of the ds round trip: -4.6 KB of shared memory, so late13 fits 7 CTAs/SM
+            # (k15: 6 vs flashinfer's 7 is the verify-only gap)
+            self.dsreg = dsreg and self.bulk and self.NXP == 8 and BV == 128
+            # every warp owns its tiles (BV >= 64): the epilogue reads only its own warp's
+            # projections, so the CTA barrier between phase 4 and 5 becomes a warp barrier (none
+            # with dsreg); k15: 10 % of the stall samples wait at a CTA barrier in the epilogue.
+            # phase 3's sw / cmat / mmat (other warps' writes) still need a CTA barrier: it sits at
+            # the end of tile 0's turn (session 19; before, nothing ordered them: a race)
+            self.nobar = (nobar or self.dsreg) and BV >= 64 and (not persist or self.chain)
             # one row per CTA: the q/k/v and gate loads leave with the cursor loads, before the
             # window and state copies that wait for the cursors (a block boundary; see there)
             self.actfirst = actfirst and not persist
+            # chain: the next row's windows, g row, q/k/v rows and gates asked into L2 (warp 3)
+            # when its tile-0 copy is issued, so its first DRAM trip after the row-end barrier
+            # is an L2 hit (one row ahead, not xpf's rows of other CTAs)
+            self.nextl2 = nextl2 and self.chain
+            # one row per CTA, bulk modes at BV=128 with t1early: each tile's phase 5 right after
+            # its projection (and fold), while the warp's next tile is in flight, instead of both
+            # after the last one; implies nobar (the CTA barrier that orders phase 3's sw / cmat /
+            # mmat moves to the end of tile 0's turn); kernels/NOTES.md, session 19
+            self.tepi = tepi and self.bulk and BV == 128 and self.t1early and not persist
+            self.nobar = self.nobar or self.tepi
+            # BV >= 64 (every warp owns its tiles, so a tile's ds rows are its warp's alone), not
+            # with dsreg (no ds): phase 5's u / output results staged in the tile's own ds rows and
+            # written as 16-byte rows (two lanes per 32-byte sector) instead of 16-bit stores.
+            # Session 20 (H100): phase 5's cost is its writes (no_epistore runs near no_epi's
+            # time), but not their shape: ostage is neutral (results/kernel/k20-h100)
+            self.ostage = ostage and BV >= 64 and not self.dsreg
+            # bulk modes: the state's bulk copies carry an L2 evict-first policy, so the u /
+            # output rows written meanwhile stay in L2. Session 20 (H100): -1.6 % verify-only with
+            # a cold L2, neutral warm: the write-backs are deferred, not saved
+            # (results/kernel/k21-h100)
+            self.stef = stef and self.bulk
+            # one row per CTA, bulk modes at BV=128, T <= 4 (affine epilogue): U and the outputs
+            # are affine in the projections P = S0 X^T, [U | O] = Z0 + (e^{G*} P) L^T, with L (NX x
+            # NX) from M, C and the gates (key side, GR_WARP) and Z0 (P = 0: history window term,
+            # residual of v, solve, outputs) per row. Both are computed before the state tiles
+            # arrive; after each tile's projection only two MMAs and the stores remain. Session 20
+            # (H100): correct, ~1 % faster (results/kernel/k19-h100)
+            self.afe = (
+                afe and self.bulk and BV == 128 and self.NXP == 8 and not persist
+                and not self.dsreg and not self.tepi
+            )  # fmt: skip
+            # bulk modes with the smem-staged [k^; q^] (one n-tile, hi/lo split), not with dsreg or
+            # afe (they take the projection in its own accumulator layout): the projection
+            # transposed, [X hi; X lo] S0^T, so that both operands come straight from 16-byte
+            # shared reads (the table's projection spends ~50 register moves per tile assembling A
+            # fragments from two reads). Session 21: 11.6 % fewer instructions, flashinfer's
+            # count, and the table's time on the H100 and on the H200: issue slots are not what
+            # the H200 gap is made of (results/kernel/k24-h100, results/kernel/s21-h200)
+            self.tproj = (
+                tproj and self.bulk and self.bsmem and self.NXP == 8 and self.xsplit
+                and not self.dsreg and not self.afe
+            )  # fmt: skip
 
         @cute.jit
         def __call__(
@@ -1286,6 +1834,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             scale: Float32,
             seed: Int32,
         ) -> None:
+            trace_flags["stef"] = self.stef
             T, NX, NXP, BV, UWS, VSS, DSP = (
                 self.T,
                 self.NX,
@@ -1371,13 +1920,28 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
             )
             # projections S0 x_n per row, read back in the epilogue's MMA layout (holding them in
-            # registers across the fold costs ~36 registers: measured with ptxas)
-            ds = cute.make_tensor(big(Float32, BV * DSP), cute.make_layout(BV * DSP))
+            # registers across the fold cost ~36 registers in the register modes; the bulk modes
+            # can with dsreg: 72 registers, 8 bytes of spill)
+            n_ds = 4 if self.dsreg else BV * DSP
+            ds_ptr = big(Float32, n_ds)
+            ds = cute.make_tensor(ds_ptr, cute.make_layout(n_ds))
             # M = (I + A)^-1 diag(beta): the token coupling of the solve as one T x T matrix
             mmat = cute.make_tensor(
                 smem.allocate_array(Float32, T * T, byte_alignment=16), cute.make_layout(T * T)
             )
-            xb = cute.make_tensor(big(Int32, n_xb), cute.make_layout(n_xb))
+            # afe: L (NX x NX), the outputs' coefficients on e^{G*} P: lmat[n * NX + c] (allocated
+            # only with afe, so that the other configurations keep their shared-memory layout and
+            # PTX; ds stands in, never touched)
+            lmat = (
+                cute.make_tensor(
+                    smem.allocate_array(Float32, NX * NX, byte_alignment=16),
+                    cute.make_layout(NX * NX),
+                )
+                if self.afe
+                else ds
+            )
+            xb_ptr = big(Int32, n_xb)
+            xb = cute.make_tensor(xb_ptr, cute.make_layout(n_xb))
             n_kb = 4 if self.fold_from_window else 16 * 2 * 32
             kb = cute.make_tensor(big(Int32, n_kb), cute.make_layout(n_kb))
             vs = cute.make_tensor(
@@ -1417,47 +1981,21 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 slot = cute.arch.load(idx + z0, Int32)
                 P = cute.arch.load(hist + z0, Int32)
                 base = cute.arch.load(cbase + z0, Int32)
-            wq_pre = []
-            v_pre = []
+
             ab_cur = [Float32(0.0)]
-            if cutlass.const_expr(self.early):
-                # Cursor-independent loads first (a pad row's activation rows are inside their
-                # tensors' storage: reading them is harmless, the values are never used).
-                if cutlass.const_expr(self.vec_qk):
-                    for pss in cutlass.range_constexpr(XR // 8):
-                        rq1 = tid // 16 + 8 * pss
-                        rc0 = cutlass.min(rq1, Int32(NX - 1))
-                        wq_pre.append(
-                            ldg_v4_either(
-                                k + (Int64(z0) * k_sb + Int64(rc0) * k_st + Int64(ih * K_DIM + c8)),
-                                q
-                                + (
-                                    Int64(z0) * q_sb
-                                    + Int64(cutlass.max(rc0 - T, Int32(0))) * q_st
-                                    + Int64(ih * K_DIM + c8)
-                                ),
-                                rc0 < T,
-                                rq1 < NX,
-                            )
-                        )
-                for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
-                    ev0 = cutlass.min(tid + THREADS * i, Int32(T * BV - 1))
-                    v_pre.append(
-                        ldg_b16(
-                            v
-                            + (
-                                Int64(z0) * v_sb
-                                + Int64(ev0 // BV) * v_st
-                                + Int64(hv * V_DIM_C + v0 + ev0 % BV)
-                            )
-                        )
-                    )
-                # gates: lane t of warp 0 loads a_t, b_t (others a clamped duplicate)
-                tl0 = cutlass.min(tid, Int32(T - 1))
-                a_pre = ldg_b16(a + (Int64(z0) * a_sb + Int64(tl0) * a_st + Int64(hv)), True)
-                b_pre = ldg_b16(b + (Int64(z0) * b_sb + Int64(tl0) * b_st + Int64(hv)), True)
-                alog_pre = ldg_b32(cute.recast_ptr(a_log + Int64(hv), dtype=Int32), True)
-                dtb_pre = ldg_b32(cute.recast_ptr(dt_bias + Int64(hv), dtype=Int32), True)
+            dims = (T, BV, NX, XR, VSS, XPARTS)
+            # (nextl2) the activation and ring tensors as l2_next_row takes them
+            nx_acts = (q, k, v, a, b, q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st)
+            nx_rings = (kc, uc, gc, kc_s0, uc_s0, gc_s0)
+            # one row per CTA: the one-row prologue runs once, here, before the row loop (chain runs
+            # it at the start of every row)
+            prologue_at_entry = self.early and not self.chain
+            acts_pre = None
+            if cutlass.const_expr(prologue_at_entry):
+                acts_pre = row_act_loads(
+                    self, dims, z0, tid, c8, ih, hv, v0, q, k, v, a, b, a_log, dt_bias, q_sb,
+                    q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st,
+                )  # fmt: skip
                 if cutlass.const_expr(self.actfirst):
                     # End ptxas's entry block here (a branch it cannot remove; never taken): it
                     # then issues every load above before the first instruction below. Without
@@ -1503,34 +2041,30 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     v0, tid, qk16, v16, T, BV,
                 )  # fmt: skip
                 ab_cur = load_gates(a, b, a_sb, a_st, b_sb, b_st, z0, slot, hv, tid, T, self.io)
-            if cutlass.const_expr(self.pf or self.early):
+            if cutlass.const_expr(self.pf or prologue_at_entry):
                 issue_windows(
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
                     kc16, uw16, graw, BV, KPW,
                 )  # fmt: skip
             g_pre = []
-            if cutlass.const_expr(self.wvearly):
-                # the g-row words this thread needs, straight from global memory: g_j (threads
-                # < 16) and G* (all), so the window weights exist before phase 1's barrier
-                g_row0 = gc + (Int64(slot_ld) * gc_s0 + Int64(hv * RING_SLOTS))
-                for g_idx in (base + cutlass.min(tid, Int32(15)), base + P - Int32(1)):
-                    g_pre.append(
-                        ldg_b32(
-                            cute.recast_ptr(g_row0 + Int64(g_idx & RING_MASK), dtype=Int32), True
-                        )
-                    )
+            if cutlass.const_expr(self.wvearly and prologue_at_entry):
+                g_pre = row_g_words(gc, gc_s0, slot_ld, hv, base, P, tid)
             if cutlass.const_expr(self.bulk):
                 if lane == 0:
                     cute.arch.mbarrier_init(mbar_w, 1)
                     cute.arch.mbarrier_init_fence()
                 cute.arch.sync_warp()
                 if cutlass.const_expr(not skip_state):
-                    # tile 0 at entry (n_early = 0: every tile is staged)
-                    bulk_stage_tile(st_head0, stage, mbar_w, v0, warp, 0, self.NTILE, lane)
+                    # tile 0 at entry (n_early = 0: every tile is staged); chain: live rows only
+                    # (a pad row consumes no mbarrier phase), lane 32 = no lane copies
+                    lane_t0 = lane
+                    if cutlass.const_expr(self.chain):
+                        lane_t0 = cutlass.select_(slot >= Int32(0), lane, Int32(32))
+                    bulk_stage_tile(st_head0, stage, mbar_w, v0, warp, 0, self.NTILE, lane_t0)
                     if cutlass.const_expr(self.t1l2):
                         for ti in cutlass.range_constexpr(1, self.TILES_PER_WARP):
                             if cutlass.const_expr(self.NTILE >= 4 * (ti + 1)):
-                                l2_prefetch_tile(st_head0, v0, warp, ti, self.NTILE, lane)
+                                l2_prefetch_tile(st_head0, v0, warp, ti, self.NTILE, lane_t0)
             if cutlass.const_expr(self.xpf > 0):
                 # row z0 + xpf's bytes into L2 by warp 3, after our own copies were issued
                 # (they are on our critical path, these are not). Here, not at entry: a branch
@@ -1556,44 +2090,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         )  # fmt: skip
                     xpf_gates(a, b, a_sb, a_st, b_sb, b_st, zfc, live_f & lead_v, hv, lane, T)
             kpk_pre = []
-            if cutlass.const_expr(self.early):
-                # The cursor-independent part of phase 1, while the state and windows are in
-                # flight: normalised [k^; q^] rows, the v slice and the gates into smem (a pad
-                # row does it too: its CTA-local smem is never read).
-                if cutlass.const_expr(self.vec_qk):
-                    for pss in cutlass.range_constexpr(XR // 8):
-                        rq0 = tid // 16 + 8 * pss
-                        kpk_pre.append(
-                            qk_rows_to_smem(
-                                wq_pre[pss],
-                                rq0,
-                                cutlass.min(rq0, Int32(NX - 1)) < T,
-                                xs_ptr,
-                                c8,
-                                scale,
-                                self.io,
-                                self.ring,
-                                xb if self.xdirect else None,
-                                XPARTS,
-                                self.st,
-                            )  # fmt: skip
-                        )
-                for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
-                    ev0 = tid + THREADS * i
-                    v_el = Int16(v_pre[i]) if self.vs16 else cvt_b16(v_pre[i], self.io)
-                    if cutlass.const_expr(T * BV >= THREADS * (i + 1)):
-                        vs[(ev0 // BV) * VSS + ev0 % BV] = v_el
-                    else:
-                        if ev0 < T * BV:
-                            vs[(ev0 // BV) * VSS + ev0 % BV] = v_el
-                if warp == 0:
-                    gsum0, beta0 = gates_scan(
-                        cvt_b16(a_pre, self.io), cvt_b16(b_pre, self.io), as_f32(alog_pre),
-                        as_f32(dtb_pre), lane, T,
-                    )  # fmt: skip
-                    if lane < T:
-                        gam[lane] = gsum0
-                        beta[lane] = beta0
+            if cutlass.const_expr(prologue_at_entry):
+                kpk_pre = row_acts_to_smem(
+                    self, dims, acts_pre, tid, warp, lane, c8, scale, xs_ptr, xb, vs, gam, beta
+                )
             # A persistent CTA walks rows z0, z0 + nprog, ... (nprog = grid z); otherwise one row.
             n_items = Int32(1)
             if cutlass.const_expr(self.persist):
@@ -1607,6 +2107,28 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     nslot = cute.arch.load(idx + bn, Int32)
                     nP = cute.arch.load(hist + bn, Int32)
                     nbase = cute.arch.load(cbase + bn, Int32)
+                kpk_row = kpk_pre
+                g_words = g_pre
+                has_next = Int32(0)
+                if cutlass.const_expr(self.chain):
+                    # the one-row prologue for row bi (its tile 0 is in flight since the previous
+                    # row's last stage read, or since entry)
+                    has_next = as_flag(it + Int32(1) < n_items)  # (no wait on the next cursors)
+                    acts_row = row_act_loads(
+                        self, dims, bi, tid, c8, ih, hv, v0, q, k, v, a, b, a_log, dt_bias, q_sb,
+                        q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st,
+                    )  # fmt: skip
+                    issue_windows(
+                        kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
+                        kc16, uw16, graw, BV, KPW,
+                    )  # fmt: skip
+                    if cutlass.const_expr(self.wvearly):
+                        g_words = row_g_words(
+                            gc, gc_s0, cutlass.max(slot, Int32(0)), hv, base, P, tid
+                        )
+                    kpk_row = row_acts_to_smem(
+                        self, dims, acts_row, tid, warp, lane, c8, scale, xs_ptr, xb, vs, gam, beta
+                    )
                 sa_nxt = sa_cur
                 ab_nxt = ab_cur
                 # this row's window buffers: the k window as 16-bit elements and as 32-bit pairs
@@ -1665,7 +2187,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             is_k = rc < T
                             live_r = rq < NX
                             if cutlass.const_expr(self.early):
-                                kw = kpk_pre[pss]  # (normalised in the prologue)
+                                kw = kpk_row[pss]  # (normalised in the prologue)
                             else:
                                 wq = ldg_v4_either(
                                     k
@@ -1816,12 +2338,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         # G* and the window weights from the g words loaded at entry, before this
                         # barrier: it orders wv for the scores and the fold (no barrier of its own)
                         if P > Int32(0):
-                            g_star = as_f32(g_pre[1])
+                            g_star = as_f32(g_words[1])
                         eg_star = cute.math.exp(g_star, fastmath=True)
                         if tid < 16:
                             wj = Float32(0.0)
                             if tid < P:
-                                wj = cute.math.exp(g_star - as_f32(g_pre[0]), fastmath=True)
+                                wj = cute.math.exp(g_star - as_f32(g_words[0]), fastmath=True)
                             wv[tid] = wj
                     cute.arch.sync_threads()
                     if cutlass.const_expr(self.early):
@@ -1917,17 +2439,18 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             xa1 = xs[nb * K_DIM + colb + 1]
                             hib = pack2(xa0, xa1, self.st)
                             ra0, ra1 = unpack2(hib, self.st)
+                            xbi = xb_index(ntb, wd_, hl_, ln, XPARTS, True) if self.tproj else eidx
                             if cutlass.const_expr(XPARTS == 2):
                                 lob = pack2(xa0 - ra0, xa1 - ra1, self.st)
-                                xb[eidx] = cutlass.select_(hl_ == 0, hib, lob)
+                                xb[xbi] = cutlass.select_(hl_ == 0, hib, lob)
                             else:
-                                xb[eidx] = hib
+                                xb[xbi] = hib
                         cute.arch.sync_threads()
                         bx = None
                     else:
                         bx = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
 
-                    xb_word = smem_bfrag(xb, lane, self.xsplit)
+                    xb_word = smem_bfrag(xb, lane, self.xsplit, self.tproj)
                     if warp == self.SC_WARP:
                         # sw[j, n] = w_j (kc_j . x_n); rows j >= P are zero in kcs and w.
                         if cutlass.const_expr(self.bsmem and self.ring == self.st):
@@ -1985,6 +2508,86 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     m_s = m_s - amat[s_ * T + r_] * mcol[r_]
                                 mcol.append(m_s)
                                 mmat[s_ * T + lane] = m_s
+                        if cutlass.const_expr(self.afe):
+                            # Row n = lane of L: [U | O] = Z0 + (e^{G*} P) L^T, where
+                            #   U_n = sum_c M_nc (v_c - e^{gamma_c} HX_c), HX = e^{G*} P + history
+                            #   O_s = e^{gamma_s} HX_{T+s} + sum_r C_sr U_r
+                            # so L[n, c] = -M_nc e^{gamma_c} (n, c < T), L[T+s, c] = -sum_r C_sr
+                            # M_rc e^{gamma_c} (c < T), L[T+s, T+s'] = e^{gamma_s} [s = s'],
+                            # L[n < T, c >= T] = 0. fp32; split into hi + lo where it is used.
+                            cute.arch.sync_warp()
+                            if lane < NX:
+                                for c_ in cutlass.range_constexpr(NX):
+                                    if cutlass.const_expr(c_ < T):
+                                        eg_c = cute.math.exp(gam[c_], fastmath=True)
+                                        coef = Float32(0.0)
+                                        for r_ in cutlass.range_constexpr(T):
+                                            c_sr = cmat[
+                                                cutlass.min(
+                                                    cutlass.max(lane - T, Int32(0)), Int32(T - 1)
+                                                )
+                                                * T
+                                                + r_
+                                            ]
+                                            w_r = cutlass.select_(
+                                                lane < T,
+                                                cutlass.select_(
+                                                    lane == r_, Float32(1.0), Float32(0.0)
+                                                ),
+                                                c_sr,
+                                            )
+                                            coef = coef + w_r * mmat[r_ * T + c_]
+                                        lmat[lane * NX + c_] = -coef * eg_c
+                                    else:
+                                        eg_c = cute.math.exp(gam[c_ - T], fastmath=True)
+                                        lmat[lane * NX + c_] = cutlass.select_(
+                                            lane == c_, eg_c, Float32(0.0)
+                                        )
+
+                    # ostage: the u / output stores staged in each tile's own ds rows (see
+                    # epilogue_stores)
+                    sctx = (ds_ptr.toint(), lane, base, P, o_st) if self.ostage else None
+                    if cutlass.const_expr(self.afe):
+                        # afe: everything of phase 5 that does not need the state, before the
+                        # state tiles arrive. A CTA barrier orders phase 3's sw / cmat / mmat /
+                        # lmat (other warps' writes); Z0 (phase 5 with P = 0) per tile, moved into
+                        # the projection's permuted rows through this warp's own ds rows; the B
+                        # fragments of L as hi + lo.
+                        cute.arch.sync_threads()
+                        eops = epilogue_operands(self, g4, c4, sw, cmat, mmat, gam, base, P, o_st)
+                        o_head = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0))
+                        zero = Int32(0)
+                        for afe_ti in cutlass.range_constexpr(self.TILES_PER_WARP):
+                            afe_tile = warp + 4 * afe_ti
+                            if cutlass.const_expr("afez0" in self.skip):
+                                # knock-out (results wrong): no Z0 math before the state arrives
+                                afe_ze = [Float32(0.0)] * 4
+                            else:
+                                afe_ze = epilogue_tile(
+                                    self, eops, afe_tile, True, g4, c4, lane, uw16_i, ds, None,
+                                    eg_star, vs, uc_head, o_head, zero, afe_z0=True,
+                                )[0]  # fmt: skip
+                            for afe_e in cutlass.range_constexpr(4):
+                                afe_n = 2 * c4 + (afe_e % 2)
+                                if afe_n < NX:
+                                    ds[(afe_tile * 16 + g4 + 8 * (afe_e // 2)) * DSP + afe_n] = (
+                                        afe_ze[afe_e]
+                                    )
+                        cute.arch.sync_warp()  # Z0 in ds, read back at each tile's turn
+                        afe_lr = cutlass.min(g4, Int32(NX - 1))
+                        afe_c0 = cutlass.min(2 * c4, Int32(NX - 1))
+                        afe_c1 = cutlass.min(2 * c4 + 1, Int32(NX - 1))
+                        afe_w = split2(
+                            cutlass.select_(
+                                (g4 < NX) & (2 * c4 < NX), lmat[afe_lr * NX + afe_c0], Float32(0.0)
+                            ),
+                            cutlass.select_(
+                                (g4 < NX) & (2 * c4 + 1 < NX),
+                                lmat[afe_lr * NX + afe_c1],
+                                Float32(0.0),
+                            ),
+                            torch.bfloat16,
+                        )
 
                     # ---- phase 4: state projection (+ fold on flush rows) with mma.sync ---------
                     if cutlass.const_expr(not self.late_seq and not self.bulk):
@@ -1998,6 +2601,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     # epilogue of a warp without a tile (BV < 64) runs on a duplicate tile with
                     # every store predicated off (tile_info: epilogue tile, owns it).
                     tile_info = []
+                    # dsreg: tile ti's projections in the epilogue's layout (rows g4, g4 + 8);
+                    # named scalars defined before the run-time tile branch, so that the DSL
+                    # carries the values assigned inside it out of it
+                    pj0_0 = pj0_1 = pj0_2 = pj0_3 = Float32(0.0)
+                    pj1_0 = pj1_1 = pj1_2 = pj1_3 = Float32(0.0)
                     for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
                         owns_all = self.NTILE >= 4 * (ti + 1)  # compile time: every warp has one
                         tile_info.append(
@@ -2025,6 +2633,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 early_next = (
                                     self.t1early and not skip_state and self.NTILE >= 4 * (ti + 2)
                                 )
+                                # chain: after this row's last tile, the next row's tile 0, at the
+                                # same points (every warp owns TILES_PER_WARP tiles at BV=128)
+                                row_next = (
+                                    self.chain and not skip_state and ti == self.TILES_PER_WARP - 1
+                                )
                                 if cutlass.const_expr(
                                     ti > 0 and not skip_state and not self.t1early
                                 ):
@@ -2046,6 +2659,19 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                             st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE,
                                             lane,
                                         )  # fmt: skip
+                                if cutlass.const_expr(row_next and "fold" in self.skip):
+                                    stage_next_row(
+                                        pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp,
+                                        self.NTILE, lane, has_next, self.t1l2,
+                                        self.TILES_PER_WARP,
+                                    )  # fmt: skip
+                                elif cutlass.const_expr(row_next):
+                                    if not is_flush:
+                                        stage_next_row(
+                                            pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp,
+                                            self.NTILE, lane, has_next, self.t1l2,
+                                            self.TILES_PER_WARP,
+                                        )  # fmt: skip
                             elif cutlass.const_expr(self.late_seq and ti >= n_early):
                                 sa = load_state_tile(
                                     st_head, v0, warp, ti, self.NTILE, g4, c4, skip_state
@@ -2063,7 +2689,35 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     state_chunk(st_head, v0, warp, ti, self.NTILE, g4, c4, 0, 0),
                                     acc,
                                 )
-                            for nt in cutlass.range_constexpr(NXP // 8):
+                            if cutlass.const_expr(self.tproj):
+                                # the projection transposed: [X hi; X lo] (A, one 16-byte read
+                                # per lane and k-step) times the tile's two 8-row halves (B: two
+                                # words of the lane's own 16-byte state reads, already adjacent),
+                                # so no register moves assemble A fragments from two reads. Lane
+                                # (g4, c4) ends with P[x = g4] of MMA columns 2 c4, 2 c4 + 1 (hi
+                                # in accumulator rows g4, lo in g4 + 8), i.e. of tile rows
+                                # 8 e2 + c4 + 4 r; the same sums in the same order as below
+                                tch = [[[Float32(0.0)] * 4 for _ in range(2)] for _ in range(2)]
+                                for ks in cutlass.range_constexpr(0 if "proj" in self.skip else 8):
+                                    i, h = ks // 2, ks % 2
+                                    xa = lds_v4(xb_ptr + (ks * 32 + lane) * 4)
+                                    for r in cutlass.range_constexpr(2):
+                                        tch[r][h] = list(
+                                            mma16816(
+                                                self.st,
+                                                list(xa),
+                                                [sa[r][i][2 * h], sa[r][i][2 * h + 1]],
+                                                tch[r][h],
+                                            )
+                                        )
+                                for r in cutlass.range_constexpr(2):
+                                    hl = [tch[r][0][e] + tch[r][1][e] for e in range(4)]
+                                    for e2 in cutlass.range_constexpr(2):
+                                        if g4 < NX:
+                                            ds[(tile * 16 + 8 * e2 + c4 + 4 * r) * DSP + g4] = (
+                                                hl[e2] + hl[2 + e2]
+                                            )
+                            for nt in cutlass.range_constexpr(0 if self.tproj else NXP // 8):
                                 # four independent accumulator chains (k-step parity x hi/lo): the
                                 # MMA latency chain is 4 deep instead of 16
                                 dch = [[Float32(0.0)] * 4 for _ in range(4)]
@@ -2101,11 +2755,56 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     (dch[0][e] + dch[1][e]) + (dch[2][e] + dch[3][e])
                                     for e in range(4)
                                 ]
-                                for e in cutlass.range_constexpr(4):
-                                    n = nt * 8 + 2 * c4 + (e % 2)
-                                    lr = rows[e // 2]
-                                    if n < NX:
-                                        ds[lr * DSP + n] = d[e]
+                                if cutlass.const_expr(self.afe):
+                                    # [U | O] of this tile: Z0 + (e^{G*} P) L^T, then stored
+                                    # Z0 of this tile from its ds rows (written before the
+                                    # state arrived), in the projection's permuted rows: read
+                                    # here, not held in 8 registers across the waits
+                                    afe_zp = []
+                                    for afe_e in cutlass.range_constexpr(4):
+                                        afe_n = 2 * c4 + (afe_e % 2)
+                                        afe_zp.append(
+                                            cutlass.select_(
+                                                afe_n < NX,
+                                                ds[
+                                                    rows[afe_e // 2] * DSP
+                                                    + cutlass.min(afe_n, NX - 1)
+                                                ],
+                                                Float32(0.0),
+                                            )
+                                        )
+                                    fin_t = afe_result(d, eg_star, afe_zp, afe_w, zero)
+                                    if cutlass.const_expr("epistore" in self.skip):
+                                        # knock-out (results wrong): the math kept alive by one
+                                        # never-taken store instead of the 16-bit stores
+                                        afe_sum = (fin_t[0] + fin_t[1]) + (fin_t[2] + fin_t[3])
+                                        sink_if_magic(
+                                            cute.recast_ptr(
+                                                o_head + Int64(rows[0] * 2), dtype=Int32
+                                            ),
+                                            cute.arch.inline_ptx(
+                                                "mov.b32 {$w0}, {$r0};",
+                                                write_only_types=[Int32],
+                                                read_only_args=[afe_sum],
+                                            ),
+                                        )
+                                    else:
+                                        epilogue_stores(
+                                            self, [fin_t], eops[3], rows, True, uc_head, o_head,
+                                            tile, sctx,
+                                        )  # fmt: skip
+                                elif cutlass.const_expr(self.dsreg):
+                                    ep = proj_to_epilogue_rows(d, g4, c4)
+                                    if cutlass.const_expr(ti == 0):
+                                        pj0_0, pj0_1, pj0_2, pj0_3 = ep
+                                    else:
+                                        pj1_0, pj1_1, pj1_2, pj1_3 = ep
+                                else:
+                                    for e in cutlass.range_constexpr(4):
+                                        n = nt * 8 + 2 * c4 + (e % 2)
+                                        lr = rows[e // 2]
+                                        if n < NX:
+                                            ds[lr * DSP + n] = d[e]
 
                             if is_flush and cutlass.const_expr("fold" not in self.skip):
                                 # A = (w_j u_j)[row, j] rounded to the ring dtype; C = e^{G*} S0.
@@ -2129,6 +2828,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         stage_next_tile(
                                             st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE,
                                             lane,
+                                        )  # fmt: skip
+                                    if cutlass.const_expr(row_next):
+                                        stage_next_row(
+                                            pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp,
+                                            self.NTILE, lane, has_next, self.t1l2,
+                                            self.TILES_PER_WARP,
                                         )  # fmt: skip
                                 for t16 in cutlass.range_constexpr(16):
                                     fi, fw = t16 // 4, t16 % 4
@@ -2183,8 +2888,42 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                                 cute.recast_ptr(frp + Int64(32 * fi), dtype=Int32),
                                                 newc[fr][fi],
                                             )
+                        if cutlass.const_expr(self.nobar and ti == 0):
+                            # phase 3's warps wrote sw / cmat / mmat with no CTA barrier since
+                            # (late13); every warp reads them in phase 5: this barrier orders them,
+                            # one tile earlier than the end of phase 4 (tile 1 is in flight)
+                            cute.arch.sync_threads()
+                        if cutlass.const_expr(self.tepi and "epi" not in self.skip):
+                            # tepi: this tile's phase 5 now, while the warp's next tile (copied at
+                            # its last read: t1early) is in flight, instead of after the last tile
+                            if cutlass.const_expr(ti == 0):
+                                eops = epilogue_operands(
+                                    self, g4, c4, sw, cmat, mmat, gam, base, P, o_st
+                                )
+                                o_head = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0))
+                                zero = Int32(0)
+                            elif cutlass.const_expr(not self.dsreg):
+                                cute.arch.sync_warp()  # this tile's ds rows, written by the warp
+                            pj = None
+                            if cutlass.const_expr(self.dsreg):
+                                pj = (
+                                    (pj0_0, pj0_1, pj0_2, pj0_3),
+                                    (pj1_0, pj1_1, pj1_2, pj1_3),
+                                )[ti]
+                            epilogue_tile(
+                                self, eops, tile_info[ti][0], tile_info[ti][1], g4, c4, lane,
+                                uw16_i, ds, pj, eg_star, vs, uc_head, o_head, zero, sctx=sctx,
+                            )  # fmt: skip
 
-                    cute.arch.sync_threads()
+                    if cutlass.const_expr(self.nextl2):
+                        l2_next_row(
+                            nx_acts, nx_rings, bn, nslot, nP, nbase, has_next, warp, lane, ih,
+                            hv, v0, BV, T,
+                        )  # fmt: skip
+                    if cutlass.const_expr(not self.nobar):
+                        cute.arch.sync_threads()
+                    elif cutlass.const_expr(not self.dsreg and not self.tepi):
+                        cute.arch.sync_warp()  # this warp's ds rows, written by its own lanes
 
                     if cutlass.const_expr(self.persist):
                         sa_nxt = prefetch_state_tiles(
@@ -2230,148 +2969,40 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     #   O  = e^{gamma} HX_q + U C^T             (outputs land on the q columns)
                     # The accumulator of columns < T carries U, of columns >= T carries O. Every
                     # fp32 operand enters as a hi + lo pair; the solve MMAs use bf16 (fp32 range).
-                    if cutlass.const_expr("epi" not in self.skip):
-                        bf = torch.bfloat16
-                        r0_ = 2 * c4
-                        r0c = cutlass.min(r0_, Int32(T - 1))
-                        r1c = cutlass.min(r0_ + 1, Int32(T - 1))
-                        # B fragments, once per thread: SW (history), M (solve), C (outputs)
-                        b_sw = []
-                        b_c = []
-                        for nt in cutlass.range_constexpr(NXP // 8):
-                            n_b = nt * 8 + g4
-                            nbc = cutlass.min(n_b, Int32(NX - 1))
-                            halves = []
-                            for hf in cutlass.range_constexpr(2):
-                                j0 = r0_ + 8 * hf
-                                halves.append(
-                                    split2(
-                                        cutlass.select_(n_b < NX, sw[j0 * NX + nbc], Float32(0.0)),
-                                        cutlass.select_(
-                                            n_b < NX, sw[(j0 + 1) * NX + nbc], Float32(0.0)
-                                        ),
-                                        self.ring,
-                                    )
-                                )
-                            b_sw.append(halves)
-                            s_b = n_b - T
-                            ok_c = (s_b >= Int32(0)) & (s_b < T)
-                            sbc = cutlass.min(cutlass.max(s_b, Int32(0)), Int32(T - 1))
-                            b_c.append(
-                                split2(
-                                    cutlass.select_(
-                                        ok_c & (r0_ < T), cmat[sbc * T + r0c], Float32(0.0)
-                                    ),
-                                    cutlass.select_(
-                                        ok_c & (r0_ + 1 < T), cmat[sbc * T + r1c], Float32(0.0)
-                                    ),
-                                    bf,
-                                )
-                            )
-                        ok_m = g4 < T
-                        gmc = cutlass.min(g4, Int32(T - 1))
-                        b_m = split2(
-                            cutlass.select_(ok_m & (r0_ < T), mmat[gmc * T + r0c], Float32(0.0)),
-                            cutlass.select_(
-                                ok_m & (r0_ + 1 < T), mmat[gmc * T + r1c], Float32(0.0)
-                            ),
-                            bf,
-                        )
-                        # per column of this lane: side, token index, e^{gamma_token}, ring offset
-                        cols = []
-                        for nt in cutlass.range_constexpr(NXP // 8):
-                            for e2 in cutlass.range_constexpr(2):
-                                n_c = nt * 8 + r0_ + e2
-                                k_side = n_c < T
-                                q_side = (n_c >= T) & (n_c < 2 * T)
-                                tok = cutlass.min(
-                                    cutlass.max(cutlass.select_(k_side, n_c, n_c - T), Int32(0)),
-                                    Int32(T - 1),
-                                )
-                                egs = cute.math.exp(gam[tok], fastmath=True)
-                                ring_off = Int64(((base + P + tok) & RING_MASK) * V_DIM_C)
-                                cols.append((k_side, q_side, tok, egs, ring_off, Int64(tok) * o_st))
+                    if cutlass.const_expr(
+                        "epi" not in self.skip and not self.tepi and not self.afe
+                    ):
+                        eops = epilogue_operands(self, g4, c4, sw, cmat, mmat, gam, base, P, o_st)
                         o_head = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0))
                         zero = Int32(0)
                         for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
                             tile, has_tile = tile_info[ti]
-                            rows = (tile * 16 + g4, tile * 16 + g4 + 8)
-                            # A = u window^T [16 rows x 16 j]: lane t addresses row t % 8 of
-                            # 8x8 block t // 8 = (j half, row half)
-                            mi = lane // 8
-                            ua = ldsm_x4_trans(
-                                uw16_i
-                                + ((lane % 8 + 8 * (mi // 2)) * UWS + tile * 16 + 8 * (mi % 2))
-                            )
-                            acc = []
-                            for nt in cutlass.range_constexpr(NXP // 8):
-                                hxc = []
-                                for e in cutlass.range_constexpr(4):
-                                    n_d = nt * 8 + r0_ + e % 2
-                                    d_e = ds[rows[e // 2] * DSP + cutlass.min(n_d, Int32(NX - 1))]
-                                    hxc.append(
-                                        cutlass.select_(n_d < NX, eg_star * d_e, Float32(0.0))
-                                    )
-                                hxc = mma16816(self.ring, ua, [b_sw[nt][0][0], b_sw[nt][1][0]], hxc)
-                                hxc = mma16816(self.ring, ua, [b_sw[nt][0][1], b_sw[nt][1][1]], hxc)
-                                acc.append(hxc)
-                            # residuals (k columns) and e^{gamma} HX_q (q columns) of n-tile 0
-                            res = []
-                            cq = []
-                            for e in cutlass.range_constexpr(4):
-                                k_side, q_side, tok, egs, _, _ = cols[e % 2]
-                                vv = vs[tok * VSS + rows[e // 2]]
-                                if cutlass.const_expr(self.vs16):
-                                    vv = cvt_b16(Int32(vv), self.io)
-                                res.append(
-                                    cutlass.select_(k_side, vv - egs * acc[0][e], Float32(0.0))
-                                )
-                                cq.append(cutlass.select_(q_side, egs * acc[0][e], Float32(0.0)))
-                            ra = [split2(res[0], res[1], bf), split2(res[2], res[3], bf)]
-                            dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[0], zero], cq)
-                            dd = mma16816(bf, [ra[0][1], ra[1][1], zero, zero], [b_m[0], zero], dd)
-                            dd = mma16816(bf, [ra[0][0], ra[1][0], zero, zero], [b_m[1], zero], dd)
-                            # U (k columns only) as the A operand of the output MMA
-                            uu = [
-                                cutlass.select_(cols[e % 2][0], dd[e], Float32(0.0))
-                                for e in range(4)
-                            ]
-                            ua2 = [split2(uu[0], uu[1], bf), split2(uu[2], uu[3], bf)]
-                            fin = []
-                            for nt in cutlass.range_constexpr(NXP // 8):
-                                if cutlass.const_expr(nt == 0):
-                                    cin = dd
-                                else:
-                                    cin = []
-                                    for e in cutlass.range_constexpr(4):
-                                        _, q_side, _, egs, _, _ = cols[2 * nt + e % 2]
-                                        cin.append(
-                                            cutlass.select_(q_side, egs * acc[nt][e], Float32(0.0))
-                                        )
-                                oo = mma16816(
-                                    bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][0], zero], cin
-                                )
-                                oo = mma16816(
-                                    bf, [ua2[0][1], ua2[1][1], zero, zero], [b_c[nt][0], zero], oo
-                                )
-                                oo = mma16816(
-                                    bf, [ua2[0][0], ua2[1][0], zero, zero], [b_c[nt][1], zero], oo
-                                )
-                                fin.append(oo)
-                            for nt in cutlass.range_constexpr(NXP // 8):
-                                for e in cutlass.range_constexpr(4):
-                                    k_side, q_side, _, _, ring_off, out_off = cols[2 * nt + e % 2]
-                                    row64 = Int64(rows[e // 2])
-                                    st16_either(
-                                        uc_head + (ring_off + row64),
-                                        o_head + (out_off + row64),
-                                        fin[nt][e],
-                                        k_side if has_tile is True else k_side & has_tile,
-                                        q_side if has_tile is True else q_side & has_tile,
-                                        self.ring,
-                                        self.io,
-                                    )
+                            pj = None
+                            if cutlass.const_expr(self.dsreg):
+                                pj = (
+                                    (pj0_0, pj0_1, pj0_2, pj0_3),
+                                    (pj1_0, pj1_1, pj1_2, pj1_3),
+                                )[ti]
+                            epilogue_tile(
+                                self, eops, tile, has_tile, g4, c4, lane, uw16_i, ds, pj,
+                                eg_star, vs, uc_head, o_head, zero, sctx=sctx,
+                            )  # fmt: skip
                 else:
+                    if cutlass.const_expr(self.chain):
+                        # this pad row's zero-filling window copies land before the next row's
+                        # copies to the same addresses are issued (cp.async groups may complete
+                        # in any order)
+                        cute.arch.cp_async_wait_group(0)
+                        if cutlass.const_expr(not skip_state):
+                            stage_next_row(
+                                pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp, self.NTILE,
+                                lane, has_next, self.t1l2, self.TILES_PER_WARP,
+                            )  # fmt: skip
+                    if cutlass.const_expr(self.nextl2):
+                        l2_next_row(
+                            nx_acts, nx_rings, bn, nslot, nP, nbase, has_next, warp, lane, ih,
+                            hv, v0, BV, T,
+                        )  # fmt: skip
                     if cutlass.const_expr(self.persist):
                         sa_nxt = prefetch_state_tiles(
                             pool,
@@ -2408,7 +3039,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     ab_cur = ab_nxt
             if cutlass.const_expr(self.pf or self.early):
                 cute.arch.cp_async_wait_group(0)  # no copy in flight when the CTA retires
-            if cutlass.const_expr(self.bulk and not skip_state):
+            if cutlass.const_expr(self.bulk and not skip_state and not self.chain):
                 if slot < Int32(0):
                     # a pad row never waited for its entry copies (live rows waited for every
                     # phase; waiting again on a completed parity-0 phase would block)
@@ -2474,6 +3105,13 @@ def _flag_knob(name: str, value: bool) -> bool:
     return int(raw) != 0 if raw else bool(value)
 
 
+# tproj: at ptxas's default register-usage level (5) the transposed projection compiles to 64
+# registers with the state head pointer spilled and reloaded before each tile's bulk copy
+# (session 21: 8 bytes of local memory per thread, 0.6-1.4 % slower on an H100,
+# results/kernel/k24-h100); level 3 gives the same instructions in 64 registers without it
+TPROJ_PTXAS_OPTIONS = "--register-usage-level=3"
+
+
 def compile_variant(
     T: int,
     H: int,
@@ -2495,6 +3133,14 @@ def compile_variant(
     wvearly: bool = False,
     xpf: int = 0,
     actfirst: bool = False,
+    dsreg: bool = False,
+    nobar: bool = False,
+    nextl2: bool = False,
+    tepi: bool = False,
+    afe: bool = False,
+    ostage: bool = False,
+    stef: bool = False,
+    tproj: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -2505,12 +3151,36 @@ def compile_variant(
     t1l2: bulk modes prefetch a warp's later state tiles into L2 at entry (GDN_UCACHE_T1L2=0/1
     overrides; ignored by the register modes).
     wvearly: the window weights before phase 1's barrier, from g words loaded at entry (one CTA
-    barrier fewer in late13; GDN_UCACHE_WVEARLY=0/1 overrides; not with persistent CTAs).
+    barrier fewer in late13; GDN_UCACHE_WVEARLY=0/1 overrides; not with the register modes'
+    persistent CTAs).
     xpf: rows ahead whose state, live window rows, q/k/v rows and gates each CTA prefetches into
     L2 (0 = off; GDN_UCACHE_XPF overrides; bulk modes only, not with persistent CTAs).
     actfirst: the q/k/v and gate loads are issued with the cursor loads, before the first
     instruction that waits for the cursors (GDN_UCACHE_ACTFIRST=0/1 overrides; not with
     persistent CTAs).
+    dsreg: bulk modes at BV=128, T <= 4 keep the projections in registers (no ds round trip:
+    late13 fits 7 CTAs/SM); implies nobar (GDN_UCACHE_DSREG=0/1 overrides).
+    nobar: BV >= 64: a warp barrier instead of the CTA barrier before the epilogue (each warp
+    reads only its own projections; the CTA barrier that orders phase 3's operands moves to the end
+    of tile 0's turn; GDN_UCACHE_NOBAR=0/1 overrides; not with the register modes' persistent
+    CTAs).
+    persist with late 10/13 (chain): BV=128 and prefetch 0 only (the next row's first state tile
+    is copied during this row's epilogue; every live row completes two mbarrier phases per warp).
+    nextl2: chain only: the next row's windows, g row, q/k/v rows and gates asked into L2 when its
+    tile-0 copy is issued (GDN_UCACHE_NEXTL2=0/1 overrides).
+    tepi: one row per CTA, bulk modes at BV=128 with t1early: each tile's epilogue right after its
+    projection (and fold), while the warp's next tile is in flight; implies nobar
+    (GDN_UCACHE_TEPI=0/1 overrides).
+    afe: one row per CTA, bulk modes at BV=128, T <= 4, not with dsreg or tepi (affine epilogue):
+    U and the outputs as Z0 + (e^{G*} P) L^T, Z0 and L computed before the state arrives, two
+    MMAs per tile after its projection (GDN_UCACHE_AFE=0/1 overrides).
+    ostage: BV >= 64, not with dsreg: the u / output results staged in shared memory and written
+    as 16-byte rows (GDN_UCACHE_OSTAGE=0/1 overrides).
+    stef: bulk modes: the state's bulk copies with an L2 evict-first policy (GDN_UCACHE_STEF=0/1
+    overrides).
+    tproj: bulk modes, T <= 4, with the hi/lo split and the smem-staged [k^; q^], not with dsreg
+    or afe: the projection transposed, both operands from 16-byte shared reads
+    (GDN_UCACHE_TPROJ=0/1 overrides).
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -2531,10 +3201,12 @@ def compile_variant(
             f"late={late} (bulk-staged state) needs BV={need} (every warp owns its tiles), got "
             f"BV={BV}: set GDN_UCACHE_BV={bulk_bv[-1]} or another GDN_UCACHE_LATE"
         )
-    if late in BULK_LATES and persist:
+    if late in BULK_LATES and persist and (BV != 128 or int(prefetch) > 0):
         raise ValueError(
-            f"late={late} (state staged in shared memory) runs one row per CTA: unset "
-            "GDN_UCACHE_LATE or set GDN_UCACHE_PERSIST=0"
+            f"late={late} with persistent CTAs (chain) needs BV=128 (two tiles per warp keep the "
+            f"mbarrier parity per row) and no second window buffer, got BV={BV}, "
+            f"prefetch={prefetch}: set GDN_UCACHE_BV=128 and GDN_UCACHE_PREFETCH=0, or "
+            "GDN_UCACHE_PERSIST=0"
         )
     import cuda.bindings.driver as cuda_drv
     import cutlass
@@ -2550,8 +3222,41 @@ def compile_variant(
     bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
     t1early = _flag_knob("GDN_UCACHE_T1EARLY", t1early) and late in BULK_LATES
     t1l2 = _flag_knob("GDN_UCACHE_T1L2", t1l2) and late in BULK_LATES
-    wvearly = _flag_knob("GDN_UCACHE_WVEARLY", wvearly) and not persist
+    chain = bool(persist) and late in BULK_LATES
+    wvearly = _flag_knob("GDN_UCACHE_WVEARLY", wvearly) and (not persist or chain)
     actfirst = _flag_knob("GDN_UCACHE_ACTFIRST", actfirst) and not persist
+    # as the kernel class decides them (one cache key per distinct code)
+    dsreg = _flag_knob("GDN_UCACHE_DSREG", dsreg) and late in BULK_LATES and BV == 128 and T <= 4
+    nobar = (_flag_knob("GDN_UCACHE_NOBAR", nobar) or dsreg) and BV >= 64 and (not persist or chain)
+    nextl2 = _flag_knob("GDN_UCACHE_NEXTL2", nextl2) and chain
+    tepi = (
+        _flag_knob("GDN_UCACHE_TEPI", tepi)
+        and late in BULK_LATES
+        and BV == 128
+        and t1early
+        and not persist
+    )
+    nobar = nobar or tepi
+    afe = (
+        _flag_knob("GDN_UCACHE_AFE", afe)
+        and late in BULK_LATES
+        and BV == 128
+        and T <= 4
+        and not persist
+        and not dsreg
+        and not tepi
+    )
+    ostage = _flag_knob("GDN_UCACHE_OSTAGE", ostage) and BV >= 64 and not dsreg
+    stef = _flag_knob("GDN_UCACHE_STEF", stef) and late in BULK_LATES
+    tproj = (
+        _flag_knob("GDN_UCACHE_TPROJ", tproj)
+        and late in BULK_LATES
+        and bsmem
+        and T <= 4
+        and xsplit
+        and not dsreg
+        and not afe
+    )
     xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
     xpf = int(xpf_raw) if xpf_raw else int(xpf)
     if not 0 <= xpf < 1 << 16:
@@ -2594,6 +3299,14 @@ def compile_variant(
         wvearly,
         xpf,
         actfirst,
+        dsreg,
+        nobar,
+        nextl2,
+        tepi,
+        afe,
+        ostage,
+        stef,
+        tproj,
         arch,
     )
     fn = _CACHE.get(key)
@@ -2623,6 +3336,14 @@ def compile_variant(
         wvearly=wvearly,
         xpf=xpf,
         actfirst=actfirst,
+        dsreg=dsreg,
+        nobar=nobar,
+        nextl2=nextl2,
+        tepi=tepi,
+        afe=afe,
+        ostage=ostage,
+        stef=stef,
+        tproj=tproj,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -2658,8 +3379,11 @@ def compile_variant(
         Int32(0),
         cuda_drv.CUstream(0),
     ]
+    compiler = cute.compile
+    if tproj:
+        compiler = cute.compile[cute.PtxasOptions(TPROJ_PTXAS_OPTIONS)]
     with _preferred_carveout(carveout):
-        fn = cute.compile(kern, *args)
+        fn = compiler(kern, *args)
     _CACHE[key] = fn
     return fn
 
@@ -2744,25 +3468,28 @@ def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
 # B=128 (equal within 0.2 %). Session 12 (results/kernel/k14, one process): late13 (no fp32 [k; q]
 # tile, 36.4 KB: 6 CTAs/SM) has the lowest mean ratio at B >= 128 (HV 48/64 by 1-2.5 %, HV=32
 # within 0.9 % of late10) and late10 at B=32 (HV 32/48 by 1.5-2 %, HV=64 equal); BV=64 forms
-# (two CTAs per head) lose everywhere at B >= 32 (1.00-1.23x late13 at BV=128).
+# (two CTAs per head) lose everywhere at B >= 32 (1.00-1.23x late13 at BV=128). Session 22 (v12):
+# ostage at B >= 128 (-1.3-1.7 % verify-only in three H200 processes) and bv64 at B = 1 for HV
+# 48 / 64 (two H200 processes and an H100 agree), chosen by `knockout.py propose` from session
+# 21's H200 sweeps (results/kernel/s21-h200, results/kernel/v12-k6/README.md).
 _TUNED_T4: dict[int, dict[int, str]] = {
     32: {
         1: "bv32+actfirst",
         8: "bv128+late3+mbp5+actfirst",
         32: "bv128+late10+mbp0",
-        128: "bv128+late13+mbp0+t1early+t1l2+wvearly",
+        128: "bv128+late13+mbp0+t1early+t1l2+wvearly+ostage",
     },
     48: {
-        1: "bv128+actfirst",
+        1: "bv64+actfirst",
         8: "bv128+late10+mbp0",
         32: "bv128+late10+mbp0+t1early",
-        128: "bv128+late13+mbp0+t1early+t1l2",
+        128: "bv128+late13+mbp0+t1early+t1l2+ostage",
     },
     64: {
-        1: "bv128+actfirst",
+        1: "bv64+actfirst",
         8: "bv128+late3+mbp5",
         32: "bv128+late10+mbp0",
-        128: "bv128+late13+mbp0+t1early+t1l2+wvearly",
+        128: "bv128+late13+mbp0+t1early+t1l2+wvearly+ostage",
     },
 }
 _KNOB_ENV = (
@@ -2783,7 +3510,10 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in ("pf", "pf1", "pf2"):
             out["prefetch"] = int(part[2:] or 1)
             continue
-        if part in ("t1early", "t1l2", "wvearly", "actfirst"):
+        if part in (
+            "t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2", "tepi", "afe",
+            "ostage", "stef", "tproj",
+        ):  # fmt: skip
             out[part] = 1
             continue
         for key in ("bv", "mbp", "late", "persist", "xpf"):
@@ -2835,6 +3565,14 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     wvearly = knob("GDN_UCACHE_WVEARLY", "wvearly", 0)
     xpf = knob("GDN_UCACHE_XPF", "xpf", 0)
     actfirst = knob("GDN_UCACHE_ACTFIRST", "actfirst", 0)
+    dsreg = knob("GDN_UCACHE_DSREG", "dsreg", 0)
+    nobar = knob("GDN_UCACHE_NOBAR", "nobar", 0)
+    nextl2 = knob("GDN_UCACHE_NEXTL2", "nextl2", 0)
+    tepi = knob("GDN_UCACHE_TEPI", "tepi", 0)
+    afe = knob("GDN_UCACHE_AFE", "afe", 0)
+    ostage = knob("GDN_UCACHE_OSTAGE", "ostage", 0)
+    stef = knob("GDN_UCACHE_STEF", "stef", 0)
+    tproj = knob("GDN_UCACHE_TPROJ", "tproj", 0)
     return {
         "bv": bv,
         "mbp": mbp,
@@ -2846,6 +3584,14 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
         "wvearly": wvearly,
         "xpf": xpf,
         "actfirst": actfirst,
+        "dsreg": dsreg,
+        "nobar": nobar,
+        "nextl2": nextl2,
+        "tepi": tepi,
+        "afe": afe,
+        "ostage": ostage,
+        "stef": stef,
+        "tproj": tproj,
     }
 
 
@@ -3224,6 +3970,15 @@ def _launch(
         wvearly=bool(cfg["wvearly"]),
         xpf=int(cfg["xpf"]),
         actfirst=bool(cfg["actfirst"]),
+        dsreg=bool(cfg["dsreg"]),
+        nobar=bool(cfg["nobar"]),
+        nextl2=bool(cfg["nextl2"]),
+        tepi=bool(cfg["tepi"]),
+        afe=bool(cfg["afe"]),
+        # 16-byte output rows need a 16-byte aligned output (a caller's view may not be)
+        ostage=bool(cfg["ostage"]) and _rows_16b(out),
+        stef=bool(cfg["stef"]),
+        tproj=bool(cfg["tproj"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
     )
