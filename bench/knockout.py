@@ -46,10 +46,11 @@ from bench.bench_ucache import (  # noqa: E402
     P_VERIFY,
     WARM_CALLS,
     Point,
+    capture_graph,
     floor_bytes,
     launch_floor_us,
     load_backends,
-    time_graph,
+    time_graphs,
 )
 
 VARIANTS = {
@@ -677,18 +678,29 @@ def main() -> int:
                         arm=args.arm, HV=hv, B=B, flush_pct=frac, floor_us=floor, us={}
                     )
                     line = f"{hv:3d} {B:4d} {frac:4d} {floor:7.1f} "
+                    # every column's graph is captured with its knobs set (the launch reads them
+                    # at call time), then the replays of all columns interleave (time_graphs)
+                    calls = 1 if scrub is not None else WARM_CALLS
+                    graphs = {}
                     for mod, handle in handles.items():
                         for name in runs_for(mod):
                             for k in KNOBS:
                                 os.environ.pop(k, None)
                             os.environ.update(variant_env(name))
                             try:
-                                us = time_graph(handle.fn, point, scrub, args.reps)
-                                row["us"][f"{mod}:{name}"] = us
-                                line += f" {us:7.2f}"
+                                graphs[f"{mod}:{name}"] = capture_graph(handle.fn, point, calls)
                             except Exception as exc:  # keep going: a knob may not compile
-                                line += f" {'ERR':>7s}"
                                 print(f"# {mod}:{name}: {exc!r}"[:300], flush=True)
+                    for k in KNOBS:
+                        os.environ.pop(k, None)
+                    timed = time_graphs(graphs, scrub, args.reps, calls) if graphs else {}
+                    del graphs
+                    for col in cols:
+                        if col in timed:
+                            row["us"][col] = timed[col]
+                            line += f" {timed[col]:7.2f}"
+                        else:
+                            line += f" {'ERR':>7s}"
                     rows.append(row)
                     print(line, flush=True)
                     if args.json:

@@ -203,10 +203,14 @@ class _FakeCuda:
     """Just enough of torch.cuda for bench_ucache.time_graph on the CPU: every graph replay
     'takes' 2 us per captured call plus 5 us of launch, and the events report that."""
 
-    def __init__(self) -> None:
+    def __init__(self, slow_replays: int = 0, slow_us: float = 0.0) -> None:
         self.captured = 0
         self.capturing = False
         self.clock = 0.0
+        # the card's drift after a point's allocation: the first `slow_replays` replays of any
+        # graph take `slow_us` longer (results/kernel/s22-order)
+        self.slow_replays, self.slow_us = slow_replays, slow_us
+        self.replays: list[str] = []  # the order graphs were replayed in, by name
 
     class _Ctx:
         def __init__(self, enter=None, exit_=None) -> None:
@@ -236,8 +240,13 @@ class _FakeCuda:
         cuda = self
 
         class Graph:
+            calls = 0
+            name = ""
+
             def replay(self) -> None:
-                cuda.clock += 5.0 + 2.0 * cuda.captured
+                slow = cuda.slow_us if len(cuda.replays) < cuda.slow_replays else 0.0
+                cuda.replays.append(self.name)
+                cuda.clock += 5.0 + 2.0 * self.calls + slow
 
         return Graph()
 
@@ -247,6 +256,7 @@ class _FakeCuda:
 
         def exit_() -> None:
             self.capturing = False
+            g.calls = self.captured
 
         return self._Ctx(enter, exit_)
 
@@ -286,6 +296,38 @@ def test_time_graph_warm_mode_times_back_to_back_calls(monkeypatch: pytest.Monke
     assert warm == pytest.approx((5.0 + 2.0 * n) / n)
     cold = bench_ucache.time_graph(None, Point(), torch.ones(4), reps=5)
     assert cold == pytest.approx(7.0)
+
+
+def test_time_graphs_interleave_so_a_drift_falls_on_every_backend(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two identical graphs on a card whose first 12 replays run slow: timed one after the other
+    the first would take the drift (session 22's H100: whichever backend went first lost 10-16 %
+    at HV 48 / 64, B = 256); time_graphs settles first and rotates the order, so both medians are
+    the clean time, and every round replays each graph once."""
+    from bench import bench_ucache
+
+    cuda = _FakeCuda(slow_replays=12, slow_us=30.0)
+    monkeypatch.setattr(bench_ucache.torch, "cuda", cuda)
+    sink = torch.zeros(())
+    monkeypatch.setattr(bench_ucache.torch, "zeros", lambda *a, **k: sink)
+
+    class Point:
+        def call(self, fn):
+            if cuda.capturing:
+                cuda.captured += 1
+
+    graphs = {}
+    for name in ("ours", "flashinfer"):
+        graphs[name] = bench_ucache.capture_graph(None, Point(), 1)
+        graphs[name].name = name
+    reps = 9
+    out = bench_ucache.time_graphs(graphs, torch.ones(4), reps=reps, calls=1)
+    assert out == {"ours": pytest.approx(7.0), "flashinfer": pytest.approx(7.0)}
+    rounds = [cuda.replays[i : i + 2] for i in range(0, len(cuda.replays), 2)]
+    assert len(rounds) == bench_ucache.SETTLE_ROUNDS + reps
+    assert all(sorted(r) == ["flashinfer", "ours"] for r in rounds)
+    assert {r[0] for r in rounds} == {"ours", "flashinfer"}, "the order rotates"
 
 
 def test_mean_ratios_scores_every_column_against_flashinfer() -> None:
