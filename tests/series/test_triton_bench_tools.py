@@ -115,17 +115,27 @@ def _run_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *extra: str, fai
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "fake GPU")
     monkeypatch.setattr(torch, "ones", lambda *args, **kwargs: torch.zeros(1))
 
-    def fake_time(fn: Any, point: Any, scrub: Any, reps: int) -> float:
+    class FakeGraph:  # what a capture froze: the arm's time with the config set at capture
+        def __init__(self, us: float) -> None:
+            self.us = us
+
+    def fake_capture(fn: Any, point: Any, calls: int) -> FakeGraph:
+        assert calls == 1, "cold L2: one call per replay"
         if isinstance(fn, bench_triton.TritonArm):
             if fail_series and fn.ops is None:
                 raise RuntimeError("CompilationError (fake)")
             fn()
             # Whole heads win at large batches, small tiles at small ones.
             block_v = fn.config.get("block_v") or 48
-            return 10.0 + abs(block_v - 16 * (1 + point.n_flush % 8)) * 0.01
-        return 7.0
+            return FakeGraph(10.0 + abs(block_v - 16 * (1 + point.n_flush % 8)) * 0.01)
+        return FakeGraph(7.0)
 
-    monkeypatch.setattr(bench_triton, "time_graph", fake_time)
+    def fake_time_graphs(graphs: dict, scrub: Any, reps: int, calls: int) -> dict[str, float]:
+        assert calls == 1
+        return {name: g.us for name, g in graphs.items()}
+
+    monkeypatch.setattr(bench_triton, "capture_graph", fake_capture)
+    monkeypatch.setattr(bench_triton, "time_graphs", fake_time_graphs)
     v1 = tmp_path / "v1"
     (v1 / bench_triton.OP_FILE).parent.mkdir(parents=True)
     (v1 / bench_triton.OP_FILE).write_text("")
