@@ -182,7 +182,7 @@ def capture_graph(fn: Any, point: Point, calls: int) -> Any:
 
 
 # Untimed rounds before the timed ones at each point: the first replays after a point's inputs
-# were allocated ran 10-16 % slow at the largest points (HV 48 / 64, B = 256; results/kernel/
+# were allocated ran 8-16 % slow at the largest points (HV 48 / 64, B = 256; results/kernel/
 # s22-order): whichever backend was timed first lost there, on the H100 and the H200.
 SETTLE_ROUNDS = 5
 
