@@ -276,12 +276,12 @@ class _FakeCuda:
         pass
 
 
-def test_time_graph_warm_mode_times_back_to_back_calls(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Warm: WARM_CALLS calls captured in one graph, the replay divided by them (so the launch
-    cost is shared); cold: one call per replay after the scrub."""
+def _fake_card(monkeypatch: pytest.MonkeyPatch, slow_replays: int = 0, slow_us: float = 0.0):
+    """bench_ucache on a _FakeCuda (with that drift): the fake card and a point whose calls during
+    a capture count as captured calls."""
     from bench import bench_ucache
 
-    cuda = _FakeCuda()
+    cuda = _FakeCuda(slow_replays, slow_us)
     monkeypatch.setattr(bench_ucache.torch, "cuda", cuda)
     sink = torch.zeros(())
     monkeypatch.setattr(bench_ucache.torch, "zeros", lambda *a, **k: sink)
@@ -291,10 +291,19 @@ def test_time_graph_warm_mode_times_back_to_back_calls(monkeypatch: pytest.Monke
             if cuda.capturing:
                 cuda.captured += 1
 
+    return cuda, Point()
+
+
+def test_time_graph_warm_mode_times_back_to_back_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warm: WARM_CALLS calls captured in one graph, the replay divided by them (so the launch
+    cost is shared); cold: one call per replay after the scrub."""
+    from bench import bench_ucache
+
+    _, point = _fake_card(monkeypatch)
     n = bench_ucache.WARM_CALLS
-    warm = bench_ucache.time_graph(None, Point(), None, reps=5)
+    warm = bench_ucache.time_graph(None, point, None, reps=5)
     assert warm == pytest.approx((5.0 + 2.0 * n) / n)
-    cold = bench_ucache.time_graph(None, Point(), torch.ones(4), reps=5)
+    cold = bench_ucache.time_graph(None, point, torch.ones(4), reps=5)
     assert cold == pytest.approx(7.0)
 
 
@@ -302,24 +311,15 @@ def test_time_graphs_interleave_so_a_drift_falls_on_every_backend(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Two identical graphs on a card whose first 12 replays run slow: timed one after the other
-    the first would take the drift (session 22's H100: whichever backend went first lost 10-16 %
+    the first would take the drift (session 22's H100: whichever backend went first lost 8-16 %
     at HV 48 / 64, B = 256); time_graphs settles first and rotates the order, so both medians are
     the clean time, and every round replays each graph once."""
     from bench import bench_ucache
 
-    cuda = _FakeCuda(slow_replays=12, slow_us=30.0)
-    monkeypatch.setattr(bench_ucache.torch, "cuda", cuda)
-    sink = torch.zeros(())
-    monkeypatch.setattr(bench_ucache.torch, "zeros", lambda *a, **k: sink)
-
-    class Point:
-        def call(self, fn):
-            if cuda.capturing:
-                cuda.captured += 1
-
+    cuda, point = _fake_card(monkeypatch, slow_replays=12, slow_us=30.0)
     graphs = {}
     for name in ("ours", "flashinfer"):
-        graphs[name] = bench_ucache.capture_graph(None, Point(), 1)
+        graphs[name] = bench_ucache.capture_graph(None, point, 1)
         graphs[name].name = name
     reps = 9
     out = bench_ucache.time_graphs(graphs, torch.ones(4), reps=reps, calls=1)
