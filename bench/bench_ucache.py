@@ -163,6 +163,12 @@ def launch_floor_us(scrub: torch.Tensor | None, reps: int) -> float:
 WARM_CALLS = 16
 
 
+def calls_per_replay(scrub: torch.Tensor | None) -> int:
+    """Calls captured per graph: one on a cold L2 (a scrub before every replay), WARM_CALLS
+    back-to-back on a warm one (scrub None)."""
+    return 1 if scrub is not None else WARM_CALLS
+
+
 def capture_graph(fn: Any, point: Point, calls: int) -> Any:
     """`calls` back-to-back calls of `fn` on `point` captured in one CUDA graph (after two eager
     calls that compile and a side-stream call, as graph capture asks)."""
@@ -226,7 +232,7 @@ def time_graph(fn: Any, point: Point, scrub: torch.Tensor | None, reps: int) -> 
     after a read-only scrub of > 2x L2; warm (scrub None), WARM_CALLS back-to-back calls captured
     in one graph, the replay's time divided by WARM_CALLS. One backend alone: a comparison times
     its backends' graphs together (time_graphs)."""
-    calls = 1 if scrub is not None else WARM_CALLS
+    calls = calls_per_replay(scrub)
     return time_graphs({"fn": capture_graph(fn, point, calls)}, scrub, reps, calls)["fn"]
 
 
@@ -407,7 +413,7 @@ def main() -> int:
                         errors={},
                     )
                     # every backend's graph first, then their replays interleaved (time_graphs)
-                    calls = 1 if scrub is not None else WARM_CALLS
+                    calls = calls_per_replay(scrub)
                     graphs = {}
                     for name, h in handles.items():
                         if args.T not in h.supported_t:

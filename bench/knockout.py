@@ -46,6 +46,7 @@ from bench.bench_ucache import (  # noqa: E402
     P_VERIFY,
     WARM_CALLS,
     Point,
+    calls_per_replay,
     capture_graph,
     floor_bytes,
     launch_floor_us,
@@ -680,7 +681,7 @@ def main() -> int:
                     line = f"{hv:3d} {B:4d} {frac:4d} {floor:7.1f} "
                     # every column's graph is captured with its knobs set (the launch reads them
                     # at call time), then the replays of all columns interleave (time_graphs)
-                    calls = 1 if scrub is not None else WARM_CALLS
+                    calls = calls_per_replay(scrub)
                     graphs = {}
                     for mod, handle in handles.items():
                         for name in runs_for(mod):
