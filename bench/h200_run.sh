@@ -256,6 +256,13 @@ archive_mode() {
   tar -czf "$out/../kernel-$mode.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
 }
 
+# a copy of what the mode has written so far, $out kept (kernel-$mode-$1.tar.gz beside the final
+# archive): a call cut by its limit never reaches archive_mode, and the device tool then returns
+# only the first 8 files of $out (session 23: the k6 conf step lost its suite logs that way)
+checkpoint_mode() {
+  tar -czf "$out/../kernel-$mode-$1.tar.gz" -C "$out/.." kernel
+}
+
 # ... after the mode's wall time
 finish_mode() {
   echo "# h200_run $mode: wall $((SECONDS - t_all)) s"
@@ -818,6 +825,7 @@ k6)
     rm -rf "$conf_keep" && mkdir -p "$conf_keep"
     cp "$out"/conformance-candidate-*.log "$conf_keep/" 2>/dev/null || true
     echo "# conformance (shipped kernel) wall $((SECONDS - t0)) s"
+    checkpoint_mode conf  # the forced suites below take ~150 s more
     # #3's suite forced onto the table's bulk modes (its own shapes are small batches, where the
     # table picks the register modes)
     # shellcheck disable=SC2086 # a word list

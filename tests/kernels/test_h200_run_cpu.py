@@ -376,6 +376,13 @@ def test_k6_steps_split_the_call(tmp_path: Path) -> None:
     assert "run_gpu_suite.py" not in bench and "test_ours_conformance_gpu.py" not in bench
     assert bench.count("bench_ucache.py") == 2 and bench.count("knockout.py") == 4
     assert (out_c / "kernel-k6.tar.gz").is_file() and (out_b / "kernel-k6.tar.gz").is_file()
+    # the conf half also leaves a checkpoint of its conformance logs before the forced suites (a
+    # call cut by its limit keeps them), the bench half none
+    with tarfile.open(out_c / "kernel-k6-conf.tar.gz") as tar:
+        names = tar.getnames()
+    assert "kernel/suite-k6.log" in names and "kernel/conformance-candidate-bf16.log" in names
+    assert not any("suite-k6-late13" in n for n in names), "taken before the forced suites"
+    assert not (out_b / "kernel-k6-conf.tar.gz").exists()
 
 
 def test_k6_final_step_times_the_shipped_file_alone(tmp_path: Path) -> None:
