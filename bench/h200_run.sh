@@ -815,7 +815,7 @@ k6)
       >"$out/suite-k6.log" 2>&1 &
     suite_pid=$!
     pids=("$suite_pid")
-    # 35 launch candidates per arm (session 21's list) at ~1.7-3.2 s each: up to ~115 s
+    # 37 launch candidates per arm (session 23's list) at ~1.7-3.2 s each: up to ~120 s
     conformance_parts 150 "${CONF_PARTS[@]}"
     for pid in "${pids[@]}"; do wait "$pid" || true; done
     kill -- -"$suite_pid" 2>/dev/null || true

@@ -166,6 +166,10 @@ CANDIDATES = (
     # B=32 loss to flashinfer is phase 5's serial time (results/kernel/s22-h100-b32), which afe
     # moves before the state arrives; k19/k20 on H100s timed it 1-4 % faster at B=32 verify
     "bv128+late10+mbp0+t1early+afe",
+    # session 23: v12b's B=32 entry with ostage (k6's `base+ostage` column times it there): at
+    # B=32 the stores are ~0.4 us of HV=48's 1.8 us gap on an H100 (no_epistore, session 22);
+    # 82 registers, no spill, 5 CTAs/SM (bench/ptxas_regs.py)
+    "bv128+late10+mbp0+t1early+afe+ostage",
     # Left in session 21, after the H200 had timed them (the knobs stay in next, each still
     # checked by its forced suite in its h200_run mode): the other dsreg / nobar forms (no gain
     # at B >= 128 on either card), chain (sessions 18-19: slower), tepi (1-2 % slower), afe alone
