@@ -84,7 +84,7 @@ Instructions: mma.sync, ldmatrix, ld/st.global (16-byte vectors), cp.async, cp.a
 mbarrier (sm_90+), shfl, exit; no wgmma/tcgen05 and no TMA tensor maps, so the same code compiles
 for sm_90a and sm_100a. Tested on: SM90 (H200: conformance and timing against flashinfer,
 2026-12-05, results/kernel/v10-k6; v12's table from H200 sweeps of 2026-12-06,
-results/kernel/s21-h200; v12b's B = 8..255 changes from an H100's sweeps, and the conformance of
+results/kernel/s21-h200; v12b's B >= 8 changes from an H100's sweeps, and the conformance of
 every table entry on an H100, 2026-12-06, results/kernel/v12-k6, results/kernel/v12b-k6).
 SM100 (B200) is compile-checked only (CI builds sm_100a).
 
@@ -106,9 +106,8 @@ this file with ostage on at B >= 128 and 64 rows per CTA (bv64) at B = 1 for HV 
 (results/kernel/v12-k6). v12b (session 23) takes afe (with late10 + t1early) at B = 32 for every
 HV and at HV=48 B >= 128, t1early at HV=48 B = 8 and actfirst at HV=64 B = 8, from an H100's k6
 sweep (results/kernel/v12b-k6: 83 / 90 grid points at or below flashinfer there, v12 79). The
-other late modes
-(4-9, 11, 12) were measured experiments; they live in git history before the cleanup that
-removed them (kernels/NOTES.md).
+other late modes (4-9, 11, 12) were measured experiments; they live in git history before the
+cleanup that removed them (kernels/NOTES.md).
 """
 
 import contextlib
@@ -3466,8 +3465,8 @@ def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
 # at the projection, persist = persistent CTAs per SM, pf = prefetch level); only configurations
 # that passed conformance in the serving and bf16 arms are listed (on the H200 until v12; see
 # session 23 below). late3 alone compiles to 80 registers; its launch bound of 5 lets ptxas use
-# 96, spill-free (5 CTAs/SM)
-# (bench/ptxas_regs.py, results/kernel/ptxas). B=1 is latency-bound (7-9 us at any config).
+# 96, spill-free (5 CTAs/SM) (bench/ptxas_regs.py, results/kernel/ptxas). B=1 is latency-bound
+# (7-9 us at any config).
 # Session 11 (results/kernel/k13): late10 with the 228 KiB carve-out and the 16-bit v slice runs
 # 5 CTAs/SM and is at or below v5b's mean ratio to flashinfer at every (HV, B >= 32) but HV=32
 # B=128 (equal within 0.2 %). Session 12 (results/kernel/k14, one process): late13 (no fp32 [k; q]
