@@ -250,17 +250,18 @@ grid_sweep() {
     tee "$out/sweep-$name.log" | grep -v '^# v' | tail -n 40 || true
 }
 
+# What the mode has written so far as kernel-$mode[-$1].tar.gz, $out kept. With a suffix it is a
+# checkpoint beside the final archive: a call cut by its limit never reaches archive_mode, and the
+# device tool then returns only the first 8 files of $out (session 23: the k6 conf step lost its
+# suite logs that way)
+checkpoint_mode() {
+  tar -czf "$out/../kernel-$mode${1:+-$1}.tar.gz" -C "$out/.." kernel
+}
+
 # The end of a k-mode: everything under $out as one archive, $OUT/kernel-MODE.tar.gz (the device
 # tool returns a few files, not a tree), and $out emptied for the next step
 archive_mode() {
-  tar -czf "$out/../kernel-$mode.tar.gz" -C "$out/.." kernel && rm -rf "$out" && mkdir -p "$out"
-}
-
-# a copy of what the mode has written so far, $out kept (kernel-$mode-$1.tar.gz beside the final
-# archive): a call cut by its limit never reaches archive_mode, and the device tool then returns
-# only the first 8 files of $out (session 23: the k6 conf step lost its suite logs that way)
-checkpoint_mode() {
-  tar -czf "$out/../kernel-$mode-$1.tar.gz" -C "$out/.." kernel
+  checkpoint_mode && rm -rf "$out" && mkdir -p "$out"
 }
 
 # ... after the mode's wall time
