@@ -36,6 +36,11 @@ for a in "$@"; do
   esac
   prev=$a
 done
+# a suite that lasts (STUB_SUITE_S seconds) and says when it ended: which suites overlapped
+if [[ -n ${STUB_SUITE_S:-} && $* == *run_gpu_suite.py* ]]; then
+  sleep "$STUB_SUITE_S"
+  echo "ended $*" >>"$STUB_LOG"
+fi
 exit 0
 """
 
@@ -383,6 +388,23 @@ def test_k6_steps_split_the_call(tmp_path: Path) -> None:
     assert "kernel/suite-k6.log" in names and "kernel/conformance-candidate-bf16.log" in names
     assert not any("suite-k6-late13" in n for n in names), "taken before the forced suites"
     assert not (out_b / "kernel-k6-conf.tar.gz").exists()
+
+
+@pytest.mark.parametrize(
+    ("mem_mib", "serial"), [("81559", True), ("no number", True), ("143771", False)]
+)
+def test_k6_knob_suites_wait_for_the_forced_ones_on_an_80_gb_card(
+    tmp_path: Path, mem_mib: str, serial: bool
+) -> None:
+    """Four forced suites at once ran an H100 out of memory (sessions 22-24): below 100 GB, or
+    where nvidia-smi gives no number, the knob suites start only after the plain ones ended."""
+    env = {"K6_STEPS": "conf", "GDN_GPU_MEM_MIB": mem_mib, "STUB_SUITE_S": "0.5"}
+    calls, _ = run_mode(tmp_path, "k6", env)
+    lines = [ln for ln in calls.splitlines() if "run_gpu_suite.py" in ln]
+    forced_ends = [i for i, ln in enumerate(lines) if ln.startswith("ended") and "k6-late" in ln]
+    knob_starts = [i for i, ln in enumerate(lines) if ln.startswith("python3") and "knobs" in ln]
+    assert len(forced_ends) == 2 and len(knob_starts) == 2, lines
+    assert (max(forced_ends) < min(knob_starts)) == serial, lines
 
 
 def test_k6_final_step_times_the_shipped_file_alone(tmp_path: Path) -> None:
