@@ -154,6 +154,15 @@ def launch_floor_us(scrub: torch.Tensor | None, reps: int) -> float:
     return time_graph(lambda: x.add_(1.0), _NoArgs(), scrub, reps)  # type: ignore[arg-type]
 
 
+def read_rate_bytes_per_s(reps: int) -> float:
+    """What one plain streaming read (torch's sum over 1 GiB, 20x the L2) moves per second on
+    this card, timed like the kernels: the floors use kernel-spec's 4.3 TB/s (the H200), and this
+    rate reads a run on another card against its own memory."""
+    buf = torch.ones((1 << 30) // 4, device="cuda")
+    us = time_graph(lambda: buf.sum(), _NoArgs(), None, reps)  # type: ignore[arg-type]
+    return (1 << 30) / (us * 1e-6)
+
+
 # Warm L2: calls per captured graph. One call per replay timed 6-13 us at B=1 for both kernels
 # with 2x jumps between neighbouring points (session 9, results/kernel/k8/warm-b1-k8.log): the
 # host's graph launch still landed between the events now and then. Back-to-back calls inside one
@@ -295,6 +304,7 @@ def write_outputs(args: argparse.Namespace, results: list[dict[str, Any]], wall:
         p_flush=P_FLUSH,
         hbm_bytes_per_s=HBM_BYTES_PER_S,
         launch_floor_us=getattr(args, "launch_floor_us", None),
+        read_rate_bytes_per_s=getattr(args, "read_rate", None),
         env={k: v for k, v in os.environ.items() if k.startswith(("GDN_", "CUTE_DSL_ARCH"))},
     )
     (args.out / f"{args.tag}.json").write_text(
@@ -378,6 +388,8 @@ def main() -> int:
     t_start = time.time()
     args.launch_floor_us = launch_floor_us(scrub, args.reps)
     print(f"# launch floor (one 1-element kernel, same timing): {args.launch_floor_us:.2f} us")
+    args.read_rate = read_rate_bytes_per_s(args.reps)
+    print(f"# streaming read (sum over 1 GiB): {args.read_rate / 1e12:.2f} TB/s on this card")
     hdr = f"{'arm':8s} {'HV':>3s} {'B':>4s} {'fl%':>4s} {'floor':>7s}"
     for arm in args.arms:
         handles = load_backends(arm, args.backends, parse_extra(args.extra))

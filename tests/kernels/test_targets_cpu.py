@@ -69,3 +69,25 @@ def test_repeat_runs_merge_to_median_ratios_and_count_flips(tmp_path: Path) -> N
     assert "disagree on ours <= flashinfer: 1 (serving HV=32 B=256 0 %)." in text
     assert "ours <= flashinfer at 43/45 points" in text  # the slow point and HV=32 B=256
     assert "serving HV=32 B=256 0 % 1.040" in text
+
+
+def test_floor_at_the_cards_own_read_rate(tmp_path: Path) -> None:
+    """A run that measured its card's streaming-read rate (bench_ucache since session 24) also
+    reads B >= 128 against the floor at that rate; a run without it keeps the one line."""
+    rows = _rows("serving", (48, 256, 0))
+    for r in rows:
+        r["floor_bytes"] = r["floor_us"] * 1e-6 * 4.3e12  # the floor column's 4.3 TB/s
+    p = tmp_path / "h100.json"
+    meta = dict(command="bench serving", device="NVIDIA H100", read_rate_bytes_per_s=3.0e12)
+    p.write_text(json.dumps(dict(meta=meta, results=rows)))
+    out = tmp_path / "t.md"
+    assert main([str(p), "--out", str(out)]) == 0
+    line = next(ln for ln in out.read_text().splitlines() if "B >= 128, 20 % flush" in ln)
+    sel = [r for r in rows if r["B"] >= 128 and r["flush_pct"] == 20]
+    x = sum(r["us"]["ours"] / r["floor_us"] for r in sel) / len(sel)
+    assert f"mean {x:.2f}x the floor" in line
+    assert f"own streaming-read rate (3.00 TB/s, a sum over 1 GiB) {x * 3.0 / 4.3:.2f}x" in line
+    meta.pop("read_rate_bytes_per_s")
+    p.write_text(json.dumps(dict(meta=meta, results=rows)))
+    assert main([str(p), "--out", str(out)]) == 0
+    assert "own streaming-read rate" not in out.read_text()
