@@ -115,6 +115,7 @@ cleanup that removed them (kernels/NOTES.md).
 """
 
 import contextlib
+import dataclasses
 import os
 import weakref
 from collections.abc import Iterator
@@ -1527,20 +1528,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             skip: tuple = (),
             vec_qk: bool = False,
             carveout: int = -1,
-            t1early: bool = False,
-            t1l2: bool = False,
-            wvearly: bool = False,
-            xpf: int = 0,
-            actfirst: bool = False,
-            dsreg: bool = False,
-            nobar: bool = False,
-            nextl2: bool = False,
-            tepi: bool = False,
-            afe: bool = False,
-            ostage: bool = False,
-            stef: bool = False,
-            tproj: bool = False,
+            flags: "LoadFlags | None" = None,
         ) -> None:
+            if flags is None:
+                flags = resolve_flags(T, BV, late, persist, bsmem, xsplit)
             assert T_MIN <= T <= T_MAX and HV % H == 0 and BV in (16, 32, 64, 128)
             self.T, self.H, self.HV, self.BV = T, H, HV, BV
             self.NX = 2 * T  # rows of the packed [k^; q^] tile
@@ -1638,82 +1629,22 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # launch bounds the driver may pick a carve-out that holds fewer CTAs than fit in
             # 228 KiB (the removed late7, 45.6 KB: 196 KiB, 4 CTAs/SM; ncu, results/kernel/v9s2-k9)
             self.carveout = carveout
-            # bulk modes: the warp's next tile is copied into the stage as soon as the current one
-            # is in registers for the last time: right after the projection's read on a
-            # verify-only row, right after the fold's re-read on a flush row (instead of at the
-            # next tile's turn). The second dependent DRAM trip then overlaps the projection.
-            self.t1early = t1early and late in BULK_LATES
-            # bulk modes: the warp's later tiles are prefetched into L2 at entry (one bulk
-            # prefetch each), so their copies into the reused stage hit L2: the second
-            # dependent trip gets shorter, not earlier (t1early makes it earlier)
-            self.t1l2 = t1l2 and late in BULK_LATES
-            # one row per CTA: G* and the window weights from g-row words loaded at entry
-            # (global, not the smem copy), written before phase 1's barrier, so late13 loses its
-            # phase-3 barrier (it only ordered the weights) and no-bsmem builds theirs
-            self.wvearly = wvearly and (not persist or self.chain)
-            # one row per CTA: each CTA also asks L2 for what the CTAs of row z + xpf will read
-            # (state rows, live window rows, q/k/v rows, gates), so that rows started later find
-            # their bytes in L2 (a hint: results unchanged). CTAs are dispatched in row order;
-            # xpf rows ahead is a fraction of the rows resident at once (0 = off). Bulk modes
-            # only: the register modes serve batches below one wave (nothing to prefetch for),
-            # and there the prefetch code cost 11-22 registers (late3: 80 -> 91-102)
-            self.xpf = xpf if late in BULK_LATES and not persist else 0
-            # bulk modes at BV=128, T <= 4: the projections stay in registers (each tile's 4 per
-            # thread, moved from the permuted MMA rows to the epilogue's rows by 8 shuffles)
-            # instead of the ds round trip: -4.6 KB of shared memory, so late13 fits 7 CTAs/SM
-            # (k15: 6 vs flashinfer's 7 is the verify-only gap)
-            self.dsreg = dsreg and self.bulk and self.NXP == 8 and BV == 128
-            # every warp owns its tiles (BV >= 64): the epilogue reads only its own warp's
-            # projections, so the CTA barrier between phase 4 and 5 becomes a warp barrier (none
-            # with dsreg); k15: 10 % of the stall samples wait at a CTA barrier in the epilogue.
-            # phase 3's sw / cmat / mmat (other warps' writes) still need a CTA barrier: it sits at
-            # the end of tile 0's turn (session 19; before, nothing ordered them: a race)
-            self.nobar = (nobar or self.dsreg) and BV >= 64 and (not persist or self.chain)
-            # one row per CTA: the q/k/v and gate loads leave with the cursor loads, before the
-            # window and state copies that wait for the cursors (a block boundary; see there)
-            self.actfirst = actfirst and not persist
-            # chain: the next row's windows, g row, q/k/v rows and gates asked into L2 (warp 3)
-            # when its tile-0 copy is issued, so its first DRAM trip after the row-end barrier
-            # is an L2 hit (one row ahead, not xpf's rows of other CTAs)
-            self.nextl2 = nextl2 and self.chain
-            # one row per CTA, bulk modes at BV=128 with t1early: each tile's phase 5 right after
-            # its projection (and fold), while the warp's next tile is in flight, instead of both
-            # after the last one; implies nobar (the CTA barrier that orders phase 3's sw / cmat /
-            # mmat moves to the end of tile 0's turn); kernels/NOTES.md, session 19
-            self.tepi = tepi and self.bulk and BV == 128 and self.t1early and not persist
-            self.nobar = self.nobar or self.tepi
-            # BV >= 64 (every warp owns its tiles, so a tile's ds rows are its warp's alone), not
-            # with dsreg (no ds): phase 5's u / output results staged in the tile's own ds rows and
-            # written as 16-byte rows (two lanes per 32-byte sector) instead of 16-bit stores.
-            # Session 20 (H100): phase 5's cost is its writes (no_epistore runs near no_epi's
-            # time), but not their shape: ostage is neutral (results/kernel/k20-h100)
-            self.ostage = ostage and BV >= 64 and not self.dsreg
-            # bulk modes: the state's bulk copies carry an L2 evict-first policy, so the u /
-            # output rows written meanwhile stay in L2. Session 20 (H100): -1.6 % verify-only with
-            # a cold L2, neutral warm: the write-backs are deferred, not saved
-            # (results/kernel/k21-h100)
-            self.stef = stef and self.bulk
-            # one row per CTA, bulk modes at BV=128, T <= 4 (affine epilogue): U and the outputs
-            # are affine in the projections P = S0 X^T, [U | O] = Z0 + (e^{G*} P) L^T, with L (NX x
-            # NX) from M, C and the gates (key side, GR_WARP) and Z0 (P = 0: history window term,
-            # residual of v, solve, outputs) per row. Both are computed before the state tiles
-            # arrive; after each tile's projection only two MMAs and the stores remain. Session 20
-            # (H100): correct, ~1 % faster (results/kernel/k19-h100)
-            self.afe = (
-                afe and self.bulk and BV == 128 and self.NXP == 8 and not persist
-                and not self.dsreg and not self.tepi
-            )  # fmt: skip
-            # bulk modes with the smem-staged [k^; q^] (one n-tile, hi/lo split), not with dsreg or
-            # afe (they take the projection in its own accumulator layout): the projection
-            # transposed, [X hi; X lo] S0^T, so that both operands come straight from 16-byte
-            # shared reads (the table's projection spends ~50 register moves per tile assembling A
-            # fragments from two reads). Session 21: 11.6 % fewer instructions, flashinfer's
-            # count, and the table's time on the H100 and on the H200: issue slots are not what
-            # the H200 gap is made of (results/kernel/k24-h100, results/kernel/s21-h200)
-            self.tproj = (
-                tproj and self.bulk and self.bsmem and self.NXP == 8 and self.xsplit
-                and not self.dsreg and not self.afe
-            )  # fmt: skip
+            # the load-order / epilogue knobs, each already reduced to the modes it applies to
+            # (resolve_flags: the one place those rules live, so the compile cache's key and
+            # this code cannot disagree; what each knob does is documented there)
+            self.t1early = flags.t1early
+            self.t1l2 = flags.t1l2
+            self.wvearly = flags.wvearly
+            self.xpf = flags.xpf
+            self.dsreg = flags.dsreg
+            self.nobar = flags.nobar
+            self.actfirst = flags.actfirst
+            self.nextl2 = flags.nextl2
+            self.tepi = flags.tepi
+            self.ostage = flags.ostage
+            self.stef = flags.stef
+            self.afe = flags.afe
+            self.tproj = flags.tproj
 
         @cute.jit
         def __call__(
@@ -3112,6 +3043,146 @@ def _flag_knob(name: str, value: bool) -> bool:
     return int(raw) != 0 if raw else bool(value)
 
 
+@dataclasses.dataclass(frozen=True)
+class LoadFlags:
+    """The load-order / epilogue knobs of one compiled variant, as the device code reads them:
+    each already reduced to the launch modes it applies to (resolve_flags). Hashable: part of
+    the compile cache's key."""
+
+    t1early: bool = False
+    t1l2: bool = False
+    wvearly: bool = False
+    xpf: int = 0
+    actfirst: bool = False
+    dsreg: bool = False
+    nobar: bool = False
+    nextl2: bool = False
+    tepi: bool = False
+    ostage: bool = False
+    stef: bool = False
+    afe: bool = False
+    tproj: bool = False
+
+
+def resolve_flags(
+    T: int,
+    BV: int,
+    late: int,
+    persist: bool,
+    bsmem: bool,
+    xsplit: bool,
+    *,
+    t1early: bool = False,
+    t1l2: bool = False,
+    wvearly: bool = False,
+    xpf: int = 0,
+    actfirst: bool = False,
+    dsreg: bool = False,
+    nobar: bool = False,
+    nextl2: bool = False,
+    tepi: bool = False,
+    ostage: bool = False,
+    stef: bool = False,
+    afe: bool = False,
+    tproj: bool = False,
+) -> LoadFlags:
+    """The knobs asked for (launch table, GDN_UCACHE_* or a caller), each kept only where its
+    launch mode has it: the one place these rules live. A knob that does not apply is off, so
+    variants that compile to the same code share one cache entry."""
+    bulk = late in BULK_LATES
+    one_row = not persist  # one row per CTA
+    # bulk modes with persistent CTAs (session 17)
+    chain = bool(persist) and bulk
+    # bulk modes: the warp's next tile is copied into the stage as soon as the current one
+    # is in registers for the last time: right after the projection's read on a
+    # verify-only row, right after the fold's re-read on a flush row (instead of at the
+    # next tile's turn). The second dependent DRAM trip then overlaps the projection.
+    t1early = bool(t1early) and bulk
+    # bulk modes: the warp's later tiles are prefetched into L2 at entry (one bulk
+    # prefetch each), so their copies into the reused stage hit L2: the second
+    # dependent trip gets shorter, not earlier (t1early makes it earlier)
+    t1l2 = bool(t1l2) and bulk
+    # one row per CTA (or chain): G* and the window weights from g-row words loaded at entry
+    # (global, not the smem copy), written before phase 1's barrier, so late13 loses its
+    # phase-3 barrier (it only ordered the weights) and no-bsmem builds theirs
+    wvearly = bool(wvearly) and (one_row or chain)
+    # one row per CTA: each CTA also asks L2 for what the CTAs of row z + xpf will read
+    # (state rows, live window rows, q/k/v rows, gates), so that rows started later find
+    # their bytes in L2 (a hint: results unchanged). CTAs are dispatched in row order;
+    # xpf rows ahead is a fraction of the rows resident at once (0 = off). Bulk modes
+    # only: the register modes serve batches below one wave (nothing to prefetch for),
+    # and there the prefetch code cost 11-22 registers (late3: 80 -> 91-102)
+    xpf = int(xpf) if bulk and one_row else 0
+    # bulk modes at BV=128, T <= 4: the projections stay in registers (each tile's 4 per
+    # thread, moved from the permuted MMA rows to the epilogue's rows by 8 shuffles)
+    # instead of the ds round trip: -4.6 KB of shared memory, so late13 fits 7 CTAs/SM
+    # (k15: 6 vs flashinfer's 7 is the verify-only gap)
+    dsreg = bool(dsreg) and bulk and T <= 4 and BV == 128
+    # every warp owns its tiles (BV >= 64): the epilogue reads only its own warp's
+    # projections, so the CTA barrier between phase 4 and 5 becomes a warp barrier (none
+    # with dsreg); k15: 10 % of the stall samples wait at a CTA barrier in the epilogue.
+    # phase 3's sw / cmat / mmat (other warps' writes) still need a CTA barrier: it sits at
+    # the end of tile 0's turn (session 19; before, nothing ordered them: a race)
+    nobar = (bool(nobar) or dsreg) and BV >= 64 and (one_row or chain)
+    # one row per CTA: the q/k/v and gate loads leave with the cursor loads, before the
+    # window and state copies that wait for the cursors (a block boundary; see there)
+    actfirst = bool(actfirst) and one_row
+    # chain: the next row's windows, g row, q/k/v rows and gates asked into L2 (warp 3)
+    # when its tile-0 copy is issued, so its first DRAM trip after the row-end barrier
+    # is an L2 hit (one row ahead, not xpf's rows of other CTAs)
+    nextl2 = bool(nextl2) and chain
+    # one row per CTA, bulk modes at BV=128 with t1early: each tile's phase 5 right after
+    # its projection (and fold), while the warp's next tile is in flight, instead of both
+    # after the last one; implies nobar (the CTA barrier that orders phase 3's sw / cmat /
+    # mmat moves to the end of tile 0's turn); kernels/NOTES.md, session 19
+    tepi = bool(tepi) and bulk and BV == 128 and t1early and one_row
+    nobar = nobar or tepi
+    # BV >= 64 (every warp owns its tiles, so a tile's ds rows are its warp's alone), not
+    # with dsreg (no ds): phase 5's u / output results staged in the tile's own ds rows and
+    # written as 16-byte rows (two lanes per 32-byte sector) instead of 16-bit stores.
+    # Session 20 (H100): phase 5's cost is its writes (no_epistore runs near no_epi's
+    # time), but not their shape: ostage is neutral (results/kernel/k20-h100)
+    ostage = bool(ostage) and BV >= 64 and not dsreg
+    # bulk modes: the state's bulk copies carry an L2 evict-first policy, so the u /
+    # output rows written meanwhile stay in L2. Session 20 (H100): -1.6 % verify-only with
+    # a cold L2, neutral warm: the write-backs are deferred, not saved
+    # (results/kernel/k21-h100)
+    stef = bool(stef) and bulk
+    # one row per CTA, bulk modes at BV=128, T <= 4 (affine epilogue): U and the outputs
+    # are affine in the projections P = S0 X^T, [U | O] = Z0 + (e^{G*} P) L^T, with L (NX x
+    # NX) from M, C and the gates (key side, GR_WARP) and Z0 (P = 0: history window term,
+    # residual of v, solve, outputs) per row. Both are computed before the state tiles
+    # arrive; after each tile's projection only two MMAs and the stores remain. Session 20
+    # (H100): correct, ~1 % faster (results/kernel/k19-h100)
+    afe = bool(afe) and bulk and BV == 128 and T <= 4 and one_row and not dsreg and not tepi
+    # bulk modes with the smem-staged [k^; q^] (one n-tile, hi/lo split), not with dsreg or
+    # afe (they take the projection in its own accumulator layout): the projection
+    # transposed, [X hi; X lo] S0^T, so that both operands come straight from 16-byte
+    # shared reads (the table's projection spends ~50 register moves per tile assembling A
+    # fragments from two reads). Session 21: 11.6 % fewer instructions, flashinfer's
+    # count, and the table's time on the H100 and on the H200: issue slots are not what
+    # the H200 gap is made of (results/kernel/k24-h100, results/kernel/s21-h200)
+    tproj = (
+        bool(tproj) and bulk and bool(bsmem) and T <= 4 and bool(xsplit) and not dsreg
+        and not afe
+    )  # fmt: skip
+    return LoadFlags(
+        t1early=t1early,
+        t1l2=t1l2,
+        wvearly=wvearly,
+        xpf=xpf,
+        actfirst=actfirst,
+        dsreg=dsreg,
+        nobar=nobar,
+        nextl2=nextl2,
+        tepi=tepi,
+        ostage=ostage,
+        stef=stef,
+        afe=afe,
+        tproj=tproj,
+    )
+
+
 # tproj: at ptxas's default register-usage level (5) the transposed projection compiles to 64
 # registers with the state head pointer spilled and reloaded before each tile's bulk copy
 # (session 21: 8 bytes of local memory per thread, 0.6-1.4 % slower on an H100,
@@ -3152,42 +3223,12 @@ def compile_variant(
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
     vec_qk: q/k rows are 16-byte aligned (16-byte loads; the host checks it per call).
-    t1early: bulk modes copy a warp's next state tile as soon as the current one was read for the
-    last time (verify-only rows: after the projection's read; flush rows: after the fold's
-    re-read); GDN_UCACHE_T1EARLY=0/1 overrides; ignored by the register modes.
-    t1l2: bulk modes prefetch a warp's later state tiles into L2 at entry (GDN_UCACHE_T1L2=0/1
-    overrides; ignored by the register modes).
-    wvearly: the window weights before phase 1's barrier, from g words loaded at entry (one CTA
-    barrier fewer in late13; GDN_UCACHE_WVEARLY=0/1 overrides; not with the register modes'
-    persistent CTAs).
-    xpf: rows ahead whose state, live window rows, q/k/v rows and gates each CTA prefetches into
-    L2 (0 = off; GDN_UCACHE_XPF overrides; bulk modes only, not with persistent CTAs).
-    actfirst: the q/k/v and gate loads are issued with the cursor loads, before the first
-    instruction that waits for the cursors (GDN_UCACHE_ACTFIRST=0/1 overrides; not with
-    persistent CTAs).
-    dsreg: bulk modes at BV=128, T <= 4 keep the projections in registers (no ds round trip:
-    late13 fits 7 CTAs/SM); implies nobar (GDN_UCACHE_DSREG=0/1 overrides).
-    nobar: BV >= 64: a warp barrier instead of the CTA barrier before the epilogue (each warp
-    reads only its own projections; the CTA barrier that orders phase 3's operands moves to the end
-    of tile 0's turn; GDN_UCACHE_NOBAR=0/1 overrides; not with the register modes' persistent
-    CTAs).
     persist with late 10/13 (chain): BV=128 and prefetch 0 only (the next row's first state tile
     is copied during this row's epilogue; every live row completes two mbarrier phases per warp).
-    nextl2: chain only: the next row's windows, g row, q/k/v rows and gates asked into L2 when its
-    tile-0 copy is issued (GDN_UCACHE_NEXTL2=0/1 overrides).
-    tepi: one row per CTA, bulk modes at BV=128 with t1early: each tile's epilogue right after its
-    projection (and fold), while the warp's next tile is in flight; implies nobar
-    (GDN_UCACHE_TEPI=0/1 overrides).
-    afe: one row per CTA, bulk modes at BV=128, T <= 4, not with dsreg or tepi (affine epilogue):
-    U and the outputs as Z0 + (e^{G*} P) L^T, Z0 and L computed before the state arrives, two
-    MMAs per tile after its projection (GDN_UCACHE_AFE=0/1 overrides).
-    ostage: BV >= 64, not with dsreg: the u / output results staged in shared memory and written
-    as 16-byte rows (GDN_UCACHE_OSTAGE=0/1 overrides).
-    stef: bulk modes: the state's bulk copies with an L2 evict-first policy (GDN_UCACHE_STEF=0/1
-    overrides).
-    tproj: bulk modes, T <= 4, with the hi/lo split and the smem-staged [k^; q^], not with dsreg
-    or afe: the projection transposed, both operands from 16-byte shared reads
-    (GDN_UCACHE_TPROJ=0/1 overrides).
+    The load-order / epilogue knobs (t1early, t1l2, wvearly, xpf, actfirst, dsreg, nobar, nextl2,
+    tepi, ostage, stef, afe, tproj): GDN_UCACHE_<NAME> overrides each argument (0/1; XPF: rows
+    ahead); resolve_flags says what each does and keeps it only in the launch modes that have it,
+    and its result is part of the cache key.
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -3227,48 +3268,31 @@ def compile_variant(
         mbp = int(os.environ["GDN_UCACHE_MBP"])
     mbp = int(mbp or 0)  # launch bounds (min CTAs per SM); > 0 needs the GPU at compile time
     bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
-    t1early = _flag_knob("GDN_UCACHE_T1EARLY", t1early) and late in BULK_LATES
-    t1l2 = _flag_knob("GDN_UCACHE_T1L2", t1l2) and late in BULK_LATES
-    chain = bool(persist) and late in BULK_LATES
-    wvearly = _flag_knob("GDN_UCACHE_WVEARLY", wvearly) and (not persist or chain)
-    actfirst = _flag_knob("GDN_UCACHE_ACTFIRST", actfirst) and not persist
-    # as the kernel class decides them (one cache key per distinct code)
-    dsreg = _flag_knob("GDN_UCACHE_DSREG", dsreg) and late in BULK_LATES and BV == 128 and T <= 4
-    nobar = (_flag_knob("GDN_UCACHE_NOBAR", nobar) or dsreg) and BV >= 64 and (not persist or chain)
-    nextl2 = _flag_knob("GDN_UCACHE_NEXTL2", nextl2) and chain
-    tepi = (
-        _flag_knob("GDN_UCACHE_TEPI", tepi)
-        and late in BULK_LATES
-        and BV == 128
-        and t1early
-        and not persist
-    )
-    nobar = nobar or tepi
-    afe = (
-        _flag_knob("GDN_UCACHE_AFE", afe)
-        and late in BULK_LATES
-        and BV == 128
-        and T <= 4
-        and not persist
-        and not dsreg
-        and not tepi
-    )
-    ostage = _flag_knob("GDN_UCACHE_OSTAGE", ostage) and BV >= 64 and not dsreg
-    stef = _flag_knob("GDN_UCACHE_STEF", stef) and late in BULK_LATES
-    tproj = (
-        _flag_knob("GDN_UCACHE_TPROJ", tproj)
-        and late in BULK_LATES
-        and bsmem
-        and T <= 4
-        and xsplit
-        and not dsreg
-        and not afe
-    )
     xpf_raw = os.environ.get("GDN_UCACHE_XPF", "").strip()
     xpf = int(xpf_raw) if xpf_raw else int(xpf)
     if not 0 <= xpf < 1 << 16:
         raise ValueError(f"GDN_UCACHE_XPF={xpf}: expected rows ahead in 0..65535 (0 = off)")
-    xpf = xpf if late in BULK_LATES and not persist else 0  # as the kernel class: one cache key
+    flags = resolve_flags(
+        T,
+        BV,
+        late,
+        bool(persist),
+        bsmem,
+        xsplit,
+        t1early=_flag_knob("GDN_UCACHE_T1EARLY", t1early),
+        t1l2=_flag_knob("GDN_UCACHE_T1L2", t1l2),
+        wvearly=_flag_knob("GDN_UCACHE_WVEARLY", wvearly),
+        xpf=xpf,
+        actfirst=_flag_knob("GDN_UCACHE_ACTFIRST", actfirst),
+        dsreg=_flag_knob("GDN_UCACHE_DSREG", dsreg),
+        nobar=_flag_knob("GDN_UCACHE_NOBAR", nobar),
+        nextl2=_flag_knob("GDN_UCACHE_NEXTL2", nextl2),
+        tepi=_flag_knob("GDN_UCACHE_TEPI", tepi),
+        ostage=_flag_knob("GDN_UCACHE_OSTAGE", ostage),
+        stef=_flag_knob("GDN_UCACHE_STEF", stef),
+        afe=_flag_knob("GDN_UCACHE_AFE", afe),
+        tproj=_flag_knob("GDN_UCACHE_TPROJ", tproj),
+    )
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     # Bulk-staged modes hold 37-46 KB of shared memory per CTA: they ask for the largest
     # carve-out (the driver's own pick gave the removed late7 4 CTAs/SM where 5 fit:
@@ -3301,19 +3325,7 @@ def compile_variant(
         bool(vec_qk) and not (persist and int(prefetch) >= 2),
         skip,
         carveout,
-        t1early,
-        t1l2,
-        wvearly,
-        xpf,
-        actfirst,
-        dsreg,
-        nobar,
-        nextl2,
-        tepi,
-        afe,
-        ostage,
-        stef,
-        tproj,
+        flags,
         arch,
     )
     fn = _CACHE.get(key)
@@ -3338,19 +3350,7 @@ def compile_variant(
         skip=skip,
         vec_qk=bool(vec_qk),
         carveout=carveout,
-        t1early=t1early,
-        t1l2=t1l2,
-        wvearly=wvearly,
-        xpf=xpf,
-        actfirst=actfirst,
-        dsreg=dsreg,
-        nobar=nobar,
-        nextl2=nextl2,
-        tepi=tepi,
-        afe=afe,
-        ostage=ostage,
-        stef=stef,
-        tproj=tproj,
+        flags=flags,
     )
 
     def cdt(dt: torch.dtype) -> type:
@@ -3387,7 +3387,7 @@ def compile_variant(
         cuda_drv.CUstream(0),
     ]
     compiler = cute.compile
-    if tproj:
+    if flags.tproj:
         compiler = cute.compile[cute.PtxasOptions(TPROJ_PTXAS_OPTIONS)]
     with _preferred_carveout(carveout):
         fn = compiler(kern, *args)

@@ -1,0 +1,146 @@
+"""Does a change to the kernel's host-side rules keep every compiled variant? Compare two kernel
+files on random compile requests, without compiling.
+
+ptx_gate.py proves a refactor byte for byte on ~60 chosen configurations (minutes per run).
+This check covers the rules that pick a variant (knob applicability, the cache key): it replaces
+cute.compile by capturing the kernel object, sends thousands of random requests (shape, dtypes,
+launch mode, persistent CTAs, prefetch, every knob as argument or GDN_UCACHE_* override) to both
+files' compile_variant, and requires for each request the same outcome (the same error, or kernel
+objects with equal attributes) and that both files' caches group the requests alike. Equal
+attributes mean equal device code: the device code reads only the object's attributes.
+
+    python bench/flags_equiv.py OLD.py kernels/gdn_ucache_flush_next.py [--seed 1] [-n 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+KNOBS = (
+    "t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2", "tepi", "afe",
+    "ostage", "stef", "tproj",
+)  # fmt: skip
+DTYPES = (torch.bfloat16, torch.float16)
+
+
+class _Capture:
+    """Stands in for cute.compile (and cute.compile[options]): returns the kernel object."""
+
+    def __getitem__(self, _options: Any) -> _Capture:
+        return self
+
+    def __call__(self, kern: Any, *args: Any) -> Any:
+        return kern
+
+
+def _load(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _request(rng: random.Random) -> tuple[tuple, dict[str, Any], dict[str, str]]:
+    """One random compile request: positional args, keyword args, GDN_UCACHE_* environment."""
+    args = (
+        rng.randint(2, 8),
+        16,
+        32,
+        rng.choice([16, 32, 64, 128]),
+        *(rng.choice(DTYPES) for _ in range(3)),
+        False,
+        False,
+    )
+    kwargs: dict[str, Any] = dict(
+        mbp=0,
+        late=rng.choice([0, 1, 2, 3, 10, 13]),
+        persist=rng.random() < 0.3,
+        prefetch=rng.choice([0, 0, 1, 2]),
+        vec_qk=rng.random() < 0.8,
+        xpf=rng.choice([0, 0, 8]),
+    )
+    kwargs |= {k: rng.random() < 0.4 for k in KNOBS}
+    env = {}
+    for var in ("GDN_UCACHE_XSPLIT", "GDN_UCACHE_BSMEM"):
+        if rng.random() < 0.3:
+            env[var] = rng.choice(["0", "1"])
+    for k in KNOBS:
+        if rng.random() < 0.05:
+            env[f"GDN_UCACHE_{k.upper()}"] = rng.choice(["0", "1"])
+    return args, kwargs, env
+
+
+def _outcome(module: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[str, Any]:
+    try:
+        return "ok", module.compile_variant(*args, **kwargs)
+    except (ValueError, AssertionError) as e:
+        return "error", f"{type(e).__name__}: {e}"
+
+
+def compare(old_path: Path, new_path: Path, n: int, seed: int) -> tuple[bool, str]:
+    """(equivalent, one summary line) over n random requests."""
+    import cutlass.cute as cute
+
+    saved_compile, saved_env = cute.compile, dict(os.environ)
+    cute.compile = _Capture()
+    os.environ["CUTE_DSL_ARCH"] = "sm_90a"
+    try:
+        return _compare(old_path, new_path, n, seed)
+    finally:  # callers in one process (the tests) get cute.compile and the environment back
+        cute.compile = saved_compile
+        os.environ.clear()
+        os.environ.update(saved_env)
+
+
+def _compare(old_path: Path, new_path: Path, n: int, seed: int) -> tuple[bool, str]:
+    old, new = _load(old_path, "flags_equiv_old"), _load(new_path, "flags_equiv_new")
+    rng = random.Random(seed)
+    groups: tuple[dict[int, list[int]], dict[int, list[int]]] = ({}, {})
+    errors = 0
+    for i in range(n):
+        args, kwargs, env = _request(rng)
+        for k in [k for k in os.environ if k.startswith("GDN_UCACHE_")]:
+            del os.environ[k]
+        os.environ.update(env)
+        (sa, a), (sb, b) = _outcome(old, args, kwargs), _outcome(new, args, kwargs)
+        if sa != sb or (sa == "error" and a != b):
+            return False, f"request {i} {args} {kwargs} {env}: {sa} {a!s:.200} vs {sb} {b!s:.200}"
+        if sa == "error":
+            errors += 1
+            continue
+        if vars(a) != vars(b):
+            diff = {k for k in vars(a).keys() | vars(b).keys() if vars(a).get(k) != vars(b).get(k)}
+            return False, f"request {i} {args} {kwargs} {env}: attributes differ: {sorted(diff)}"
+        groups[0].setdefault(id(a), []).append(i)
+        groups[1].setdefault(id(b), []).append(i)
+    same = sorted(groups[0].values()) == sorted(groups[1].values())
+    line = (
+        f"{n - errors} requests compiled to kernel objects with equal attributes, {errors} "
+        f"refused alike; cache entries {len(groups[0])} / {len(groups[1])}; same grouping: {same}"
+    )
+    return same, line
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("old", type=Path)
+    ap.add_argument("new", type=Path)
+    ap.add_argument("-n", type=int, default=5000, help="random requests")
+    ap.add_argument("--seed", type=int, default=None, help="default: a fresh one (printed)")
+    args = ap.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
+    ok, line = compare(args.old, args.new, args.n, seed)
+    print(f"seed {seed}: {line}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
