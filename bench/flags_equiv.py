@@ -9,7 +9,12 @@ files' compile_variant, and requires for each request the same outcome (the same
 objects with equal attributes) and that both files' caches group the requests alike. Equal
 attributes mean equal device code: the device code reads only the object's attributes.
 
+With --launch it checks the step before instead: random launches (batch, heads, T, q/k/out
+alignment, GDN_UCACHE_* table overrides) through both files' _launch, with compile_variant
+replaced by capturing its arguments: the same call in both (launch_config and the table).
+
     python bench/flags_equiv.py OLD.py kernels/gdn_ucache_flush_next.py [--seed 1] [-n 5000]
+    python bench/flags_equiv.py OLD.py kernels/gdn_ucache_flush_next.py --launch
 """
 
 from __future__ import annotations
@@ -129,15 +134,96 @@ def _compare(old_path: Path, new_path: Path, n: int, seed: int) -> tuple[bool, s
     return same, line
 
 
+class _Called(Exception):
+    """compile_variant's arguments, raised from the launch path before anything compiles."""
+
+
+def _capture_call(*args: Any, **kwargs: Any) -> None:
+    raise _Called(args, kwargs)
+
+
+def _launch_env(rng: random.Random) -> dict[str, str]:
+    env = {}
+    for k in KNOBS:
+        if rng.random() < 0.3:
+            env[f"GDN_UCACHE_{k.upper()}"] = rng.choice(["0", "1"])
+    for var, values in (
+        ("GDN_UCACHE_XPF", ["0", "4", "8"]),
+        ("GDN_UCACHE_LATE", ["0", "3", "10", "13"]),
+        ("GDN_UCACHE_BV", ["32", "64", "128"]),
+        ("GDN_UCACHE_PERSIST", ["0", "6"]),
+        ("GDN_UCACHE_VEC_QK", ["0"]),
+    ):
+        if rng.random() < 0.2:
+            env[var] = rng.choice(values)
+    return env
+
+
+def _call_outcome(module: Any, tensors: tuple, T: int, HV: int) -> tuple[str, Any]:
+    q, k, v, out = tensors
+    try:
+        module._launch(q, k, v, *[None] * 11, out, 9, 1.0, T, 16, HV, False)
+    except _Called as call:
+        args, kwargs = call.args
+        # the knobs as compile_variant reads them (bool(); xpf, mbp, late, prefetch as ints)
+        ints = ("xpf", "mbp", "late", "prefetch")
+        return "call", (args, {n: int(x) if n in ints else bool(x) for n, x in kwargs.items()})
+    except (ValueError, AssertionError) as e:
+        return "error", f"{type(e).__name__}: {e}"
+    return "no call", None
+
+
+def compare_launch(old_path: Path, new_path: Path, n: int, seed: int) -> tuple[bool, str]:
+    """(equivalent, one summary line) over n random launches."""
+    saved_env = dict(os.environ)
+    os.environ["CUTE_DSL_ARCH"] = "sm_90a"
+    try:
+        old, new = _load(old_path, "launch_equiv_old"), _load(new_path, "launch_equiv_new")
+        old.compile_variant = new.compile_variant = _capture_call
+        rng = random.Random(seed)
+        buf = torch.zeros(1 << 26, dtype=torch.bfloat16)
+        calls: set[str] = set()
+        for i in range(n):
+            for k in [k for k in os.environ if k.startswith("GDN_UCACHE_")]:
+                del os.environ[k]
+            env = _launch_env(rng)
+            os.environ.update(env)
+            B, HV = rng.choice([1, 8, 32, 64, 128, 256, 512]), rng.choice([32, 48, 64])
+            T = rng.randint(2, 8)
+
+            def rows(heads: int, B: int = B, T: int = T) -> torch.Tensor:
+                off = rng.choice([0, 0, 0, 1])  # 1: a 2-byte offset, no 16-byte rows
+                return buf[off : off + B * T * heads * 128].view(B, T, heads, 128)
+
+            tensors = (rows(16), rows(16), rows(HV), rows(HV))
+            a = _call_outcome(old, tensors, T, HV)
+            b = _call_outcome(new, tensors, T, HV)
+            if a != b:
+                where = f"launch {i} B={B} HV={HV} T={T} {env}"
+                if a[0] == b[0] == "call" and a[1][0] == b[1][0]:
+                    kw_a, kw_b = a[1][1], b[1][1]
+                    diff = {n: (kw_a.get(n), kw_b.get(n)) for n in kw_a.keys() | kw_b.keys()}
+                    diff = {n: d for n, d in sorted(diff.items()) if d[0] != d[1]}
+                    return False, f"{where}: compile_variant arguments differ: {diff}"
+                return False, f"{where}: {a!s:.300} vs {b!s:.300}"
+            if a[0] == "call":
+                calls.add(repr(a[1]))
+        return True, f"{n} launches made the same compile_variant call ({len(calls)} distinct)"
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("old", type=Path)
     ap.add_argument("new", type=Path)
     ap.add_argument("-n", type=int, default=5000, help="random requests")
     ap.add_argument("--seed", type=int, default=None, help="default: a fresh one (printed)")
+    ap.add_argument("--launch", action="store_true", help="check the launch path instead")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
-    ok, line = compare(args.old, args.new, args.n, seed)
+    ok, line = (compare_launch if args.launch else compare)(args.old, args.new, args.n, seed)
     print(f"seed {seed}: {line}")
     return 0 if ok else 1
 

@@ -3064,6 +3064,10 @@ class LoadFlags:
     tproj: bool = False
 
 
+# every knob of LoadFlags by name: the launch table's words, GDN_UCACHE_<NAME>, launch_config's keys
+FLAG_NAMES = tuple(f.name for f in dataclasses.fields(LoadFlags))
+
+
 def resolve_flags(
     T: int,
     BV: int,
@@ -3524,10 +3528,7 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in ("pf", "pf1", "pf2"):
             out["prefetch"] = int(part[2:] or 1)
             continue
-        if part in (
-            "t1early", "t1l2", "wvearly", "actfirst", "dsreg", "nobar", "nextl2", "tepi", "afe",
-            "ostage", "stef", "tproj",
-        ):  # fmt: skip
+        if part in FLAG_NAMES and part != "xpf":  # xpf takes its distance: xpfN below
             out[part] = 1
             continue
         for key in ("bv", "mbp", "late", "persist", "xpf"):
@@ -3573,40 +3574,10 @@ def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str
     mbp = knob("GDN_UCACHE_MBP", "mbp", mbp)
     late = knob("GDN_UCACHE_LATE", "late", 0)
     prefetch = knob("GDN_UCACHE_PREFETCH", "prefetch", 0)
-    # not table-switching knobs: GDN_UCACHE_T1EARLY=1 with the table = the table's modes with it
-    t1early = knob("GDN_UCACHE_T1EARLY", "t1early", 0)
-    t1l2 = knob("GDN_UCACHE_T1L2", "t1l2", 0)
-    wvearly = knob("GDN_UCACHE_WVEARLY", "wvearly", 0)
-    xpf = knob("GDN_UCACHE_XPF", "xpf", 0)
-    actfirst = knob("GDN_UCACHE_ACTFIRST", "actfirst", 0)
-    dsreg = knob("GDN_UCACHE_DSREG", "dsreg", 0)
-    nobar = knob("GDN_UCACHE_NOBAR", "nobar", 0)
-    nextl2 = knob("GDN_UCACHE_NEXTL2", "nextl2", 0)
-    tepi = knob("GDN_UCACHE_TEPI", "tepi", 0)
-    afe = knob("GDN_UCACHE_AFE", "afe", 0)
-    ostage = knob("GDN_UCACHE_OSTAGE", "ostage", 0)
-    stef = knob("GDN_UCACHE_STEF", "stef", 0)
-    tproj = knob("GDN_UCACHE_TPROJ", "tproj", 0)
-    return {
-        "bv": bv,
-        "mbp": mbp,
-        "late": late,
-        "nprog": nprog,
-        "prefetch": prefetch,
-        "t1early": t1early,
-        "t1l2": t1l2,
-        "wvearly": wvearly,
-        "xpf": xpf,
-        "actfirst": actfirst,
-        "dsreg": dsreg,
-        "nobar": nobar,
-        "nextl2": nextl2,
-        "tepi": tepi,
-        "afe": afe,
-        "ostage": ostage,
-        "stef": stef,
-        "tproj": tproj,
-    }
+    # the load-order / epilogue knobs (LoadFlags), not table-switching: GDN_UCACHE_T1EARLY=1 with
+    # the table = the table's modes with it
+    flags = {name: knob(f"GDN_UCACHE_{name.upper()}", name, 0) for name in FLAG_NAMES}
+    return {"bv": bv, "mbp": mbp, "late": late, "nprog": nprog, "prefetch": prefetch, **flags}
 
 
 def _persistent_programs(
@@ -3965,6 +3936,9 @@ def _launch(
     prefetch = cfg["prefetch"]
     if prefetch >= 2 and not all(_rows_16b(t) for t in (q, k, v)):
         prefetch = 1  # activation rows not 16-byte aligned: cp.async only the ring windows
+    flags = {name: cfg[name] for name in FLAG_NAMES}
+    # 16-byte output rows need a 16-byte aligned output (a caller's view may not be)
+    flags["ostage"] = bool(cfg["ostage"]) and _rows_16b(out)
     fn = compile_variant(
         T,
         H,
@@ -3979,22 +3953,9 @@ def _launch(
         persist=nprog < batch,
         late=cfg["late"],
         prefetch=prefetch,
-        t1early=bool(cfg["t1early"]),
-        t1l2=bool(cfg["t1l2"]),
-        wvearly=bool(cfg["wvearly"]),
-        xpf=int(cfg["xpf"]),
-        actfirst=bool(cfg["actfirst"]),
-        dsreg=bool(cfg["dsreg"]),
-        nobar=bool(cfg["nobar"]),
-        nextl2=bool(cfg["nextl2"]),
-        tepi=bool(cfg["tepi"]),
-        afe=bool(cfg["afe"]),
-        # 16-byte output rows need a 16-byte aligned output (a caller's view may not be)
-        ostage=bool(cfg["ostage"]) and _rows_16b(out),
-        stef=bool(cfg["stef"]),
-        tproj=bool(cfg["tproj"]),
         # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
         vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
+        **flags,
     )
     gm = cute.AddressSpace.gmem
     io = cutlass.BFloat16 if IO_TORCH == torch.bfloat16 else cutlass.Float16

@@ -206,3 +206,53 @@ def test_flags_equiv_passes_a_file_and_catches_a_changed_rule(tmp_path: Path) ->
     import cutlass.cute as cute
 
     assert not isinstance(cute.compile, EquivCapture), "cute.compile given back"
+
+
+def test_the_launch_passes_every_knob_through(kmod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GDN_UCACHE_<KNOB>=1 reaches compile_variant from the public launch path for every field of
+    LoadFlags (launch_config reads them by name); ostage only with a 16-byte aligned output."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("cuda.bindings.driver")
+
+    class Captured(Exception):
+        pass
+
+    def capture(*args: Any, **kwargs: Any) -> None:
+        raise Captured(kwargs)
+
+    monkeypatch.setattr(kmod, "compile_variant", capture)
+    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+    for name in kmod.FLAG_NAMES:
+        monkeypatch.setenv(f"GDN_UCACHE_{name.upper()}", "8" if name == "xpf" else "1")
+    buf = torch.zeros(1 << 16, dtype=torch.bfloat16)
+
+    def launch(out_offset: int) -> dict[str, Any]:
+        q = buf[: 2 * 4 * 16 * 128].view(2, 4, 16, 128)
+        out = buf[out_offset : out_offset + 2 * 4 * 32 * 128].view(2, 4, 32, 128)
+        with pytest.raises(Captured) as caught:
+            kmod._launch(q, q, out, *[None] * 11, out, 9, 1.0, 4, 16, 32, False)
+        return caught.value.args[0]
+
+    aligned = launch(0)
+    assert {n: aligned[n] for n in kmod.FLAG_NAMES} == {
+        n: 8 if n == "xpf" else 1 for n in kmod.FLAG_NAMES
+    }
+    assert not launch(1)["ostage"]  # a 2-byte offset: no 16-byte result rows
+
+
+def test_flags_equiv_launch_mode_catches_a_dropped_alignment_guard(tmp_path: Path) -> None:
+    """flags_equiv --launch: a file against itself makes the same calls; a launch path that no
+    longer checks the output's alignment before asking for ostage is caught."""
+    pytest.importorskip("cuda.bindings.driver")
+    from bench.flags_equiv import compare_launch
+
+    nxt = REPO / "kernels" / "gdn_ucache_flush_next.py"
+    ok, line = compare_launch(nxt, nxt, 200, seed=3)
+    assert ok, line
+    guard = 'flags["ostage"] = bool(cfg["ostage"]) and _rows_16b(out)'
+    text = nxt.read_text()
+    assert text.count(guard) == 1
+    mutated = tmp_path / "mutated.py"
+    mutated.write_text(text.replace(guard, 'flags["ostage"] = bool(cfg["ostage"])'))
+    ok, line = compare_launch(nxt, mutated, 2000, seed=4)
+    assert not ok and "arguments differ: {'ostage': (False, True)}" in line
