@@ -20,10 +20,12 @@ replaced by capturing its arguments: the same call in both (launch_config and th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import random
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,21 +38,41 @@ KNOBS = (
 DTYPES = (torch.bfloat16, torch.float16)
 
 
-class _Capture:
+class CaptureCompile:
     """Stands in for cute.compile (and cute.compile[options]): returns the kernel object."""
 
-    def __getitem__(self, _options: Any) -> _Capture:
+    def __getitem__(self, _options: Any) -> CaptureCompile:
         return self
 
     def __call__(self, kern: Any, *args: Any) -> Any:
         return kern
 
 
-def _load(path: Path, name: str) -> Any:
+def load_module(path: Path, name: str) -> Any:
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@contextlib.contextmanager
+def _cross_compile_env() -> Iterator[None]:
+    """CUTE_DSL_ARCH=sm_90a for the block; the caller's environment back after it (the knob
+    variables each request sets included)."""
+    saved = dict(os.environ)
+    os.environ["CUTE_DSL_ARCH"] = "sm_90a"
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _set_knob_env(env: dict[str, str]) -> None:
+    """Exactly these GDN_UCACHE_* variables for the next request."""
+    for k in [k for k in os.environ if k.startswith("GDN_UCACHE_")]:
+        del os.environ[k]
+    os.environ.update(env)
 
 
 def _request(rng: random.Random) -> tuple[tuple, dict[str, Any], dict[str, str]]:
@@ -94,27 +116,23 @@ def compare(old_path: Path, new_path: Path, n: int, seed: int) -> tuple[bool, st
     """(equivalent, one summary line) over n random requests."""
     import cutlass.cute as cute
 
-    saved_compile, saved_env = cute.compile, dict(os.environ)
-    cute.compile = _Capture()
-    os.environ["CUTE_DSL_ARCH"] = "sm_90a"
+    saved_compile = cute.compile
+    cute.compile = CaptureCompile()
     try:
-        return _compare(old_path, new_path, n, seed)
-    finally:  # callers in one process (the tests) get cute.compile and the environment back
+        with _cross_compile_env():
+            return _compare(old_path, new_path, n, seed)
+    finally:  # callers in one process (the tests) get cute.compile back
         cute.compile = saved_compile
-        os.environ.clear()
-        os.environ.update(saved_env)
 
 
 def _compare(old_path: Path, new_path: Path, n: int, seed: int) -> tuple[bool, str]:
-    old, new = _load(old_path, "flags_equiv_old"), _load(new_path, "flags_equiv_new")
+    old, new = load_module(old_path, "flags_equiv_old"), load_module(new_path, "flags_equiv_new")
     rng = random.Random(seed)
     groups: tuple[dict[int, list[int]], dict[int, list[int]]] = ({}, {})
     errors = 0
     for i in range(n):
         args, kwargs, env = _request(rng)
-        for k in [k for k in os.environ if k.startswith("GDN_UCACHE_")]:
-            del os.environ[k]
-        os.environ.update(env)
+        _set_knob_env(env)
         (sa, a), (sb, b) = _outcome(old, args, kwargs), _outcome(new, args, kwargs)
         if sa != sb or (sa == "error" and a != b):
             return False, f"request {i} {args} {kwargs} {env}: {sa} {a!s:.200} vs {sb} {b!s:.200}"
@@ -175,43 +193,40 @@ def _call_outcome(module: Any, tensors: tuple, T: int, HV: int) -> tuple[str, An
 
 def compare_launch(old_path: Path, new_path: Path, n: int, seed: int) -> tuple[bool, str]:
     """(equivalent, one summary line) over n random launches."""
-    saved_env = dict(os.environ)
-    os.environ["CUTE_DSL_ARCH"] = "sm_90a"
-    try:
-        old, new = _load(old_path, "launch_equiv_old"), _load(new_path, "launch_equiv_new")
-        old.compile_variant = new.compile_variant = _capture_call
-        rng = random.Random(seed)
-        buf = torch.zeros(1 << 26, dtype=torch.bfloat16)
-        calls: set[str] = set()
-        for i in range(n):
-            for k in [k for k in os.environ if k.startswith("GDN_UCACHE_")]:
-                del os.environ[k]
-            env = _launch_env(rng)
-            os.environ.update(env)
-            B, HV = rng.choice([1, 8, 32, 64, 128, 256, 512]), rng.choice([32, 48, 64])
-            T = rng.randint(2, 8)
+    with _cross_compile_env():
+        return _compare_launch(old_path, new_path, n, seed)
 
-            def rows(heads: int, B: int = B, T: int = T) -> torch.Tensor:
-                off = rng.choice([0, 0, 0, 1])  # 1: a 2-byte offset, no 16-byte rows
-                return buf[off : off + B * T * heads * 128].view(B, T, heads, 128)
 
-            tensors = (rows(16), rows(16), rows(HV), rows(HV))
-            a = _call_outcome(old, tensors, T, HV)
-            b = _call_outcome(new, tensors, T, HV)
-            if a != b:
-                where = f"launch {i} B={B} HV={HV} T={T} {env}"
-                if a[0] == b[0] == "call" and a[1][0] == b[1][0]:
-                    kw_a, kw_b = a[1][1], b[1][1]
-                    diff = {n: (kw_a.get(n), kw_b.get(n)) for n in kw_a.keys() | kw_b.keys()}
-                    diff = {n: d for n, d in sorted(diff.items()) if d[0] != d[1]}
-                    return False, f"{where}: compile_variant arguments differ: {diff}"
-                return False, f"{where}: {a!s:.300} vs {b!s:.300}"
-            if a[0] == "call":
-                calls.add(repr(a[1]))
-        return True, f"{n} launches made the same compile_variant call ({len(calls)} distinct)"
-    finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
+def _compare_launch(old_path: Path, new_path: Path, n: int, seed: int) -> tuple[bool, str]:
+    old, new = load_module(old_path, "launch_equiv_old"), load_module(new_path, "launch_equiv_new")
+    old.compile_variant = new.compile_variant = _capture_call
+    rng = random.Random(seed)
+    buf = torch.zeros(1 << 26, dtype=torch.bfloat16)
+    calls: set[str] = set()
+    for i in range(n):
+        env = _launch_env(rng)
+        _set_knob_env(env)
+        B, HV = rng.choice([1, 8, 32, 64, 128, 256, 512]), rng.choice([32, 48, 64])
+        T = rng.randint(2, 8)
+
+        def rows(heads: int, B: int = B, T: int = T) -> torch.Tensor:
+            off = rng.choice([0, 0, 0, 1])  # 1: a 2-byte offset, no 16-byte rows
+            return buf[off : off + B * T * heads * 128].view(B, T, heads, 128)
+
+        tensors = (rows(16), rows(16), rows(HV), rows(HV))
+        a = _call_outcome(old, tensors, T, HV)
+        b = _call_outcome(new, tensors, T, HV)
+        if a != b:
+            where = f"launch {i} B={B} HV={HV} T={T} {env}"
+            if a[0] == b[0] == "call" and a[1][0] == b[1][0]:
+                kw_a, kw_b = a[1][1], b[1][1]
+                diff = {n: (kw_a.get(n), kw_b.get(n)) for n in kw_a.keys() | kw_b.keys()}
+                diff = {n: d for n, d in sorted(diff.items()) if d[0] != d[1]}
+                return False, f"{where}: compile_variant arguments differ: {diff}"
+            return False, f"{where}: {a!s:.300} vs {b!s:.300}"
+        if a[0] == "call":
+            calls.add(repr(a[1]))
+    return True, f"{n} launches made the same compile_variant call ({len(calls)} distinct)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,11 +6,12 @@ the kernel object, so each request costs milliseconds (test_module_cpu.py compil
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from bench.flags_equiv import CaptureCompile, load_module
 
 REPO = Path(__file__).resolve().parents[2]
 KERNEL_FILES = [
@@ -23,16 +24,9 @@ ALL = dict(
 )  # fmt: skip
 
 
-def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(params=KERNEL_FILES, ids=lambda p: p.stem)
 def kmod(request: pytest.FixtureRequest) -> Any:
-    module = _load(request.param, f"gdnu_flags_{request.param.stem}")
+    module = load_module(request.param, f"gdnu_flags_{request.param.stem}")
     if not hasattr(module, "resolve_flags"):
         pytest.skip(f"{request.param.name} predates resolve_flags")
     return module
@@ -153,21 +147,11 @@ def test_tproj_needs_the_smem_fragments_and_the_split(kmod: Any) -> None:
     assert kmod.resolve_flags(4, 128, 13, False, True, True, tproj=True).tproj
 
 
-class _Capture:
-    """Stands in for cute.compile (and cute.compile[options]): returns the kernel object."""
-
-    def __getitem__(self, _options: Any) -> _Capture:
-        return self
-
-    def __call__(self, kern: Any, *args: Any) -> Any:
-        return kern
-
-
 def test_the_kernel_reads_what_was_resolved_and_alike_requests_share_an_entry(
     kmod: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cute = pytest.importorskip("cutlass.cute")
-    monkeypatch.setattr(cute, "compile", _Capture())
+    monkeypatch.setattr(cute, "compile", CaptureCompile())
     monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
     for var in ("GDN_UCACHE_LATE", "GDN_UCACHE_XSPLIT", "GDN_UCACHE_BSMEM", "GDN_UCACHE_AFE"):
         monkeypatch.delenv(var, raising=False)
@@ -190,7 +174,6 @@ def test_flags_equiv_passes_a_file_and_catches_a_changed_rule(tmp_path: Path) ->
     """bench/flags_equiv.py (the check a refactor of these rules runs beside ptx_gate.py): a file
     against itself is equivalent; dropping afe's `not tepi` is caught."""
     pytest.importorskip("cutlass.cute")
-    from bench.flags_equiv import _Capture as EquivCapture
     from bench.flags_equiv import compare
 
     nxt = REPO / "kernels" / "gdn_ucache_flush_next.py"
@@ -205,7 +188,7 @@ def test_flags_equiv_passes_a_file_and_catches_a_changed_rule(tmp_path: Path) ->
     assert not ok and "attributes differ: ['afe'" in line
     import cutlass.cute as cute
 
-    assert not isinstance(cute.compile, EquivCapture), "cute.compile given back"
+    assert not isinstance(cute.compile, CaptureCompile), "cute.compile given back"
 
 
 def test_the_launch_passes_every_knob_through(kmod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
