@@ -235,6 +235,9 @@ def variant_env(name: str) -> dict[str, str]:
         elif part.startswith("pad") and part[3:].isdigit():
             # knock-out: unused shared memory per CTA (bytes), to pin the CTAs per SM
             set_knob("GDN_UCACHE_SKIP", part)
+        elif part.startswith("stag") and part[4:].isdigit():
+            # timing experiment (session 25): odd CTAs of the first wave start N ns late
+            set_knob("GDN_UCACHE_SKIP", part)
         else:
             raise SystemExit(f"unknown variant part {part!r} in {name!r}")
     return env

@@ -123,6 +123,18 @@ def test_every_variant_knob_is_cleared_between_variants() -> None:
     assert set_by_variants <= set(KNOBS), sorted(set_by_variants - set(KNOBS))
 
 
+def test_timing_tokens_combine_in_skip() -> None:
+    """`padN` and `stagN` (timing experiments) go to GDN_UCACHE_SKIP and combine with the
+    knock-outs there; a word that is none of the known parts is refused by name."""
+    from bench.knockout import variant_env
+
+    env = variant_env("bv128+late13+mbp0+t1early+stag1500+no_epi")
+    assert env["GDN_UCACHE_SKIP"] == "stag1500,epi" and env["GDN_UCACHE_LATE"] == "13"
+    assert variant_env("alias+pad9800")["GDN_UCACHE_SKIP"] == "alias,pad9800"
+    with pytest.raises(SystemExit, match="unknown variant part 'stagx'"):
+        variant_env("base+stagx")
+
+
 def test_tuned_table_lookup(knext, monkeypatch: pytest.MonkeyPatch) -> None:
     from bench.knockout import CANDIDATES, KNOBS
 

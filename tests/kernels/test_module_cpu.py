@@ -758,6 +758,24 @@ def test_epilogue_knockouts_split_its_math_from_its_stores(
     assert ptx["epimath"].count("ldmatrix") == 0 < base.count("ldmatrix")
 
 
+@pytest.mark.skipif("STAG_CTAS" not in NEXT.read_text(), reason="no stag experiment in next")
+def test_stag_only_delays_the_first_waves_odd_ctas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`GDN_UCACHE_SKIP=stagN` (session 25's timing experiment): one nanosleep of N ns, taken by
+    odd CTAs below STAG_CTAS, before anything else; every other instruction of the kernel is the
+    same, and without the token there is no nanosleep at all."""
+    base = _next_bv128_ptx(tmp_path, 13, "late13")
+    monkeypatch.setenv("GDN_UCACHE_SKIP", "stag1500")
+    ptx = _next_bv128_ptx(tmp_path, 13, "late13-stag")
+    assert base.count("nanosleep") == 0
+    assert ptx.count("nanosleep.u32") == 1
+    assert re.search(r"mov\.u32\s+%r\d+,\s*1500;", ptx) or "1500" in ptx
+    for op in ("cp.async.bulk", "mma.sync", "st.global", "bar.sync", "mbarrier.try_wait"):
+        assert ptx.count(op) == base.count(op), op
+    assert _state_op_counts(ptx) == _state_op_counts(base)
+
+
 @pytest.mark.skipif(not _next_has_knob("tproj"), reason="no tproj in next")
 def test_tproj_reads_the_projections_operands_as_16_byte_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
