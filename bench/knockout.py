@@ -232,11 +232,9 @@ def variant_env(name: str) -> dict[str, str]:
             env["GDN_UCACHE_NPROG"] = part[5:]
         elif part in ("pf", "pf1", "pf2"):
             env["GDN_UCACHE_PREFETCH"] = part[2:] or "1"
-        elif part.startswith("pad") and part[3:].isdigit():
-            # knock-out: unused shared memory per CTA (bytes), to pin the CTAs per SM
-            set_knob("GDN_UCACHE_SKIP", part)
-        elif part.startswith("stag") and part[4:].isdigit():
-            # timing experiment (session 25): odd CTAs of the first wave start N ns late
+        elif any(part.startswith(p) and part[len(p) :].isdigit() for p in ("pad", "stag")):
+            # padN: unused shared memory per CTA (bytes), to pin the CTAs per SM; stagN (session
+            # 25): odd CTAs of the first wave start N ns late. Both timing-only SKIP tokens
             set_knob("GDN_UCACHE_SKIP", part)
         else:
             raise SystemExit(f"unknown variant part {part!r} in {name!r}")

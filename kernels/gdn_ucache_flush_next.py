@@ -123,7 +123,7 @@ import contextlib
 import dataclasses
 import os
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -201,6 +201,13 @@ _ZERO_BASE: dict[tuple, torch.Tensor] = {}
 # Device code (CuTe-DSL). Imported lazily so that the module (constants, validation) loads
 # without cutlass; the kernel class is defined on first use.
 # --------------------------------------------------------------------------------------------
+def _skip_number(skip: Iterable[str], prefix: str) -> int:
+    """The sum of N over the `prefixN` tokens of GDN_UCACHE_SKIP (0 without one)."""
+    return sum(
+        int(x[len(prefix) :]) for x in skip if x.startswith(prefix) and x[len(prefix) :].isdigit()
+    )
+
+
 def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the device code
     import cuda.bindings.driver as cuda_drv
     import cutlass
@@ -1633,14 +1640,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )  # timing knock-outs (results are wrong): never in production
             # `padN` knock-out: N more bytes of shared memory per CTA (nothing uses them), to set
             # the CTAs per SM that shared memory allows in residency curves (with `alias`)
-            self.pad_bytes = sum(
-                int(x[3:]) for x in skip if x.startswith("pad") and x[3:].isdigit()
-            )
+            self.pad_bytes = _skip_number(skip, "pad")
             # `stagN` timing experiment (session 25): the odd CTAs among the first STAG_CTAS
             # sleep N ns before their first load, so that the CTAs resident on one SM do not
             # all reach phase 5 (no loads of their own in flight) at the same moment. Results
             # are unchanged; it is a SKIP token because it only exists to be timed.
-            self.stag_ns = sum(int(x[4:]) for x in skip if x.startswith("stag") and x[4:].isdigit())
+            self.stag_ns = _skip_number(skip, "stag")
             # preferred shared-memory carve-out in percent (-1: the driver's choice). Without
             # launch bounds the driver may pick a carve-out that holds fewer CTAs than fit in
             # 228 KiB (the removed late7, 45.6 KB: 196 KiB, 4 CTAs/SM; ncu, results/kernel/v9s2-k9)

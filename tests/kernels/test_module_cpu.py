@@ -770,7 +770,7 @@ def test_stag_only_delays_the_first_waves_odd_ctas(
     ptx = _next_bv128_ptx(tmp_path, 13, "late13-stag")
     assert base.count("nanosleep") == 0
     assert ptx.count("nanosleep.u32") == 1
-    assert re.search(r"mov\.u32\s+%r\d+,\s*1500;", ptx) or "1500" in ptx
+    assert "1500" in ptx
     for op in ("cp.async.bulk", "mma.sync", "st.global", "bar.sync", "mbarrier.try_wait"):
         assert ptx.count(op) == base.count(op), op
     assert _state_op_counts(ptx) == _state_op_counts(base)
