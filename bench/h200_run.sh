@@ -134,6 +134,13 @@
 #   bash bench/h200_run.sh k25     # ~60 s (session 21): B=1 on a warm L2 (the 4 us target): rows
 #                                  # per CTA 16/32/64/128 with actfirst vs the table vs flashinfer,
 #                                  # two processes (K25_VARIANTS replaces the columns)
+#   bash bench/h200_run.sh k26     # ~150 s (session 26): the lockstep-tail test (next's stagN:
+#                                  # odd CTAs of the first wave start N ns late; K26_VARIANTS
+#                                  # replaces the sweep's columns) on the session-19/20 grid vs
+#                                  # flashinfer, then bench/pc_probe.py (the producer / consumer
+#                                  # structure streaming the state alone, with a serial tail per
+#                                  # row, vs one-row-per-CTA, flashinfer and the shipped kernel;
+#                                  # K26_PC_CONFIGS replaces its configurations)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -768,6 +775,24 @@ k25)
       ours:bv32+actfirst ours:bv64+actfirst ours:bv128+actfirst} 2>&1 |
       tee "$out/warm-b1-k25-$rep.log" | grep -v '^# v' | tail -n 16 || true
   done
+  finish_mode
+  ;;
+k26)
+  # session 26. (1) Lockstep tails: an SM's six first-wave CTAs start together, do the same work
+  # and may reach phase 5 together, idling the DRAM; stagN starts every odd one N ns late
+  # (kernels/NOTES.md "Session 25" has the prediction). (2) The producer / consumer structure
+  # alone (bench/pc_probe.py): does one producer warp per CTA keep the state stream at
+  # flashinfer's rate while the consumers spend a serial tail on every row?
+  export GDN_UCACHE_OURS_MODULE=$NEXTF
+  # shellcheck disable=SC2086 # a word list
+  grid_sweep k26 ${K26_VARIANTS:-ours:base ours:base+stag500 ours:base+stag1000 \
+    ours:base+stag2000 ours:base+stag4000}
+  checkpoint_mode sweep
+  unset GDN_UCACHE_OURS_MODULE
+  # shellcheck disable=SC2086 # a word list
+  timeout 150 python3 -m bench.pc_probe --hv 32 64 --batch 32 256 --reps 20 \
+    --json "$out/pc-probe-k26.json" ${K26_PC_CONFIGS:+--configs $K26_PC_CONFIGS} 2>&1 |
+    tee "$out/pc-probe-k26.log" | tail -n 20 || true
   finish_mode
   ;;
 k15)

@@ -577,3 +577,25 @@ def test_k25_sweeps_b1_rows_per_cta_twice(tmp_path: Path) -> None:
         for ln in sweeps
     )
     assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k25.tar.gz"]
+
+
+def test_k26_sweeps_stag_then_probes_producer_consumer(tmp_path: Path) -> None:
+    """k26: one sweep of next's stagN columns next to the table and flashinfer (next as the
+    `ours` module), a checkpoint archive, then the producer / consumer probe (the shipped file as
+    `ours`, its own configurations unless K26_PC_CONFIGS names some)."""
+    calls, out = run_mode(tmp_path, "k26", {"K26_PC_CONFIGS": "plain:0 pc:3:2:0"})
+    lines = calls.splitlines()
+    sweep = [ln for ln in lines if "bench/knockout.py" in ln]
+    assert len(sweep) == 1
+    assert (
+        "--variants ours:base ours:base+stag500 ours:base+stag1000 ours:base+stag2000 "
+        "ours:base+stag4000 " in sweep[0]
+    )
+    assert "GDN_UCACHE_OURS_MODULE=kernels/gdn_ucache_flush_next.py" in sweep[0]
+    probe = [ln for ln in lines if "bench.pc_probe" in ln]
+    assert len(probe) == 1 and "--configs plain:0 pc:3:2:0 " in probe[0]
+    assert "GDN_UCACHE_OURS_MODULE=kernels" not in probe[0]
+    assert lines.index(sweep[0]) < lines.index(probe[0])
+    assert sorted(p.name for p in out.iterdir()) == [
+        "kernel", "kernel-k26-sweep.tar.gz", "kernel-k26.tar.gz",
+    ]  # fmt: skip

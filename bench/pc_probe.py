@@ -1,0 +1,427 @@
+"""Producer / consumer streaming probe (issue #6, session 26): can a CTA whose one producer warp
+keeps the next rows' states in flight stream them at flashinfer's rate while its consumer warps
+spend a serial tail on every row?
+
+The shipped kernel's verify-only loss on the H200 is phase 5's serial tail (kernels/NOTES.md,
+"Session 25": without phase 5 it streams at flashinfer's DRAM rate and beats it by 3-5 %). The
+producer / consumer kernel sketched there would hide that tail behind the next rows' copies. Before
+any of the real math moves into such a kernel, this probe times the structure alone on the real
+state pool of a grid point (same rows, same slots, cold L2), in one process with flashinfer and
+the shipped kernel:
+
+| tensor | shape                | dtype | access                                       |
+|--------|----------------------|-------|----------------------------------------------|
+| pool   | [pool, HV, 128, 128] | bf16  | read: row z's state of head h (32 KB), once  |
+| idx    | [B]                  | int32 | read: the row's pool slot (all >= 0 here)    |
+| out    | [B * HV, 1024]       | bf16  | written: 2 KB per (row, head), like T=4's    |
+|        |                      |       | u + output rows (a checksum of the state)    |
+
+Kernels (items = B * HV, item i = row i // HV, head i % HV, as the real grid orders them):
+- `plain`: one item per CTA, 4 warps (today's shape): thread 0 arms an mbarrier and issues the
+  item's bulk copies, every warp waits, reads its quarter of the stage, spins `tail` cycles and
+  writes its 2 KB. 32 KB of shared memory: 6 CTAs/SM.
+- `pc`: persistent CTAs (`ctas` per SM), 4 consumer warps + 1 producer warp, `stages` 32 KB
+  stages with full / empty mbarriers. The producer's lane 0 walks the CTA's items, waits for a free
+  stage and issues its copies; the consumers wait for the stage, read it, release it, then spin
+  the tail and write: the tail runs while the producer refills the stage.
+
+`tail` (clock cycles, ~1.98 GHz on the H200 / H100 SXM) stands in for phases 1-5's serial work per
+item. Reading: if `pc` at tail ~ phase 5's cost streams at or below flashinfer where `plain`
+with the same tail does not, the producer / consumer kernel is worth building; if `pc` cannot
+reach the floor even at tail 0, it is not (at that residency).
+
+Run (GPU): python3 -m bench.pc_probe --hv 32 64 --batch 32 256 --json out.json
+"""
+
+import argparse
+import functools
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+ITEM_ELEMS = 128 * 128  # one (row, value head) state
+ITEM_BYTES = ITEM_ELEMS * 2  # bf16
+OUT_ELEMS = 1024  # 2 KB written per item (T=4: u + output rows of 128 bf16 each)
+CONSUMER_THREADS = 128
+MODES = ("plain", "pc")
+MAX_SMEM = 227 * 1024  # usable shared memory per SM on SM90 (1 KB per CTA reserved)
+
+_CACHE: dict[tuple, Any] = {}
+
+
+def check_config(mode: str, stages: int, ctas: int, copy_bytes: int, tail: int) -> None:
+    """Raise ValueError naming what to change if the configuration cannot be built."""
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r}: expected one of {MODES}")
+    if copy_bytes % 16 or ITEM_BYTES % copy_bytes or not 1024 <= copy_bytes <= ITEM_BYTES:
+        raise ValueError(
+            f"copy_bytes={copy_bytes}: expected a multiple of 16 in 1024..{ITEM_BYTES} "
+            f"that divides {ITEM_BYTES}"
+        )
+    if not 0 <= tail < 1 << 20:
+        raise ValueError(f"tail={tail}: expected clock cycles in 0..{(1 << 20) - 1}")
+    if mode == "pc":
+        if not 2 <= stages <= 6:
+            raise ValueError(f"stages={stages}: expected 2..6")
+        need = ctas * (stages * ITEM_BYTES + 1024 + 128)
+        if not 1 <= ctas or need > MAX_SMEM:
+            raise ValueError(
+                f"ctas={ctas} x stages={stages}: {need} bytes of shared memory per SM "
+                f"(> {MAX_SMEM}); lower ctas or stages"
+            )
+
+
+def _build_class() -> type:
+    import cuda.bindings.driver as cuda_drv
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass import BFloat16, Int32, Int64
+    from cutlass.memory import SmemAllocator
+
+    def lds_v4(addr: Any) -> tuple:
+        return cute.arch.inline_ptx(
+            "ld.shared.v4.b32 {{$w0}, {$w1}, {$w2}, {$w3}}, [{$r0}];",
+            write_only_types=[Int32] * 4,
+            read_only_args=[addr],
+        )
+
+    def stg_v4(ptr: Any, w: list) -> None:
+        cute.arch.inline_ptx(
+            "st.global.v4.b32 [{$r0}], {{$r1}, {$r2}, {$r3}, {$r4}};",
+            read_only_args=[ptr, w[0], w[1], w[2], w[3]],
+        )
+
+    @cute.jit
+    def arm_and_copy(src: Any, dst: Any, mbar: Any, copy_bytes: cutlass.Constexpr) -> None:
+        """Arm `mbar` for one item's bytes, then copy the item (ITEM_BYTES contiguous at `src`)
+        to `dst` in copy_bytes pieces that complete on it. One thread calls this."""
+        cute.arch.inline_ptx(
+            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{$r0}], {$r1};",
+            read_only_args=[mbar.toint(), Int32(ITEM_BYTES)],
+        )
+        for c in cutlass.range_constexpr(ITEM_BYTES // copy_bytes):
+            cute.arch.inline_ptx(
+                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                " [{$r0}], [{$r1}], {$r2}, [{$r3}];",
+                read_only_args=[
+                    (dst + c * (copy_bytes // 2)).toint(),
+                    (src + c * (copy_bytes // 2)).toint(),
+                    Int32(copy_bytes),
+                    mbar.toint(),
+                ],
+            )
+
+    @cute.jit
+    def read_quarter(stage: Any, tid: Any) -> list:
+        """The xor of this consumer thread's 256 bytes of the stage (16-byte reads, a warp's 32
+        lanes on 512 contiguous bytes at a time: no bank conflicts)."""
+        acc = [Int32(0)] * 4
+        base = stage.toint() + tid * 16
+        for j in cutlass.range_constexpr(ITEM_BYTES // (16 * CONSUMER_THREADS)):
+            w = lds_v4(base + j * 16 * CONSUMER_THREADS)
+            acc = [acc[i] ^ w[i] for i in range(4)]
+        return acc
+
+    @cute.jit
+    def spin(cycles: cutlass.Constexpr) -> None:
+        """Busy for `cycles` clock cycles (the stand-in for a row's serial work)."""
+        if cutlass.const_expr(cycles > 0):
+            t0 = cute.arch.clock64()
+            elapsed = Int64(0)
+            while elapsed < Int64(cycles):
+                elapsed = cute.arch.clock64() - t0
+
+    @cute.jit
+    def item_src(pool: Any, idx: Any, hv: Any, pool_s0: Any, item: Any) -> Any:
+        """Item `item`'s state: row item // hv, head item % hv, at the row's pool slot."""
+        z = item // hv
+        h = item - z * hv
+        slot = cute.arch.load(idx + z, Int32)
+        return pool + (Int64(slot) * pool_s0 + Int64(h) * Int64(ITEM_ELEMS))
+
+    @cute.jit
+    def finish(out: Any, acc: list, item: Any, tid: Any, tail: cutlass.Constexpr) -> None:
+        """The tail, then this thread's 16 bytes of the item's 2 KB."""
+        spin(tail)
+        dst = out + (Int64(item) * Int64(OUT_ELEMS) + Int64(tid * 8))
+        stg_v4(dst.toint(), acc)
+
+    class StreamProbe:
+        def __init__(self, mode: str, stages: int, ctas: int, copy_bytes: int, tail: int):
+            check_config(mode, stages, ctas, copy_bytes, tail)
+            self.mode = mode
+            self.stages = stages if mode == "pc" else 1
+            self.ctas = ctas
+            self.copy_bytes = copy_bytes
+            self.tail = tail
+            self.threads = CONSUMER_THREADS + (32 if mode == "pc" else 0)
+
+        @cute.jit
+        def __call__(
+            self,
+            pool: cute.Pointer,
+            idx: cute.Pointer,
+            out: cute.Pointer,
+            items: Int32,
+            hv: Int32,
+            pool_s0: Int64,
+            nprog: Int32,
+            stream: cuda_drv.CUstream,
+        ) -> None:
+            self.kernel(pool, idx, out, items, hv, pool_s0, nprog).launch(
+                grid=(nprog, 1, 1),
+                block=(self.threads, 1, 1),
+                stream=stream,
+                min_blocks_per_mp=self.ctas if self.mode == "pc" else 1,
+                preferred_smem_carveout=100,
+            )
+
+        @cute.kernel
+        def kernel(
+            self,
+            pool: cute.Pointer,
+            idx: cute.Pointer,
+            out: cute.Pointer,
+            items: Int32,
+            hv: Int32,
+            pool_s0: Int64,
+            nprog: Int32,
+        ) -> None:
+            NS = self.stages
+            tid = cute.arch.thread_idx()[0]
+            cta = cute.arch.block_idx()[0]
+            warp = tid // 32
+            lane = tid % 32
+            smem = SmemAllocator()
+            stage0 = smem.allocate_array(BFloat16, NS * ITEM_ELEMS, byte_alignment=128)
+            full = smem.allocate_array(Int64, NS, byte_alignment=8)
+            empty = smem.allocate_array(Int64, NS, byte_alignment=8)
+            if tid == 0:
+                for s in cutlass.range_constexpr(NS):
+                    cute.arch.mbarrier_init(full + s, 1)
+                    cute.arch.mbarrier_init(empty + s, 4)  # one arrival per consumer warp
+                cute.arch.mbarrier_init_fence()
+            cute.arch.sync_threads()
+
+            if cutlass.const_expr(self.mode == "plain"):
+                if tid == 0:
+                    src = item_src(pool, idx, hv, pool_s0, cta)
+                    arm_and_copy(src, stage0, full, self.copy_bytes)
+                cute.arch.mbarrier_wait(full, 0)
+                acc = read_quarter(stage0, tid)
+                finish(out, acc, cta, tid, self.tail)
+            else:
+                n_mine = (items - cta + nprog - Int32(1)) // nprog
+                if warp == 4:
+                    if lane == 0:
+                        for it in cutlass.range(n_mine, unroll=1):
+                            s = it % NS
+                            n = it // NS
+                            if n > 0:
+                                cute.arch.mbarrier_wait(empty + s, (n - 1) % 2)
+                            arm_and_copy(
+                                item_src(pool, idx, hv, pool_s0, cta + it * nprog),
+                                stage0 + s * ITEM_ELEMS,
+                                full + s,
+                                self.copy_bytes,
+                            )
+                else:
+                    for it in cutlass.range(n_mine, unroll=1):
+                        s = it % NS
+                        cute.arch.mbarrier_wait(full + s, (it // NS) % 2)
+                        acc = read_quarter(stage0 + s * ITEM_ELEMS, tid)
+                        cute.arch.sync_warp()
+                        if lane == 0:
+                            cute.arch.mbarrier_arrive(empty + s)
+                        finish(out, acc, cta + it * nprog, tid, self.tail)
+
+    return StreamProbe
+
+
+_CLASS: list[type] = []
+
+
+def compile_probe(mode: str, stages: int, ctas: int, copy_bytes: int, tail: int) -> Any:
+    """The compiled probe for exactly these compile-time constants (cached)."""
+    check_config(mode, stages, ctas, copy_bytes, tail)
+    key = (mode, stages if mode == "pc" else 1, ctas if mode == "pc" else 0, copy_bytes, tail)
+    if key in _CACHE:
+        return _CACHE[key]
+    import cuda.bindings.driver as cuda_drv
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass import Int32, Int64
+    from cutlass.cute.runtime import make_ptr
+
+    if not _CLASS:
+        _CLASS.append(_build_class())
+    probe = _CLASS[0](mode, stages, ctas, copy_bytes, tail)
+    gm = cute.AddressSpace.gmem
+    args = [
+        make_ptr(cutlass.BFloat16, 256, gm, assumed_align=16),
+        make_ptr(cutlass.Int32, 256, gm, assumed_align=4),
+        make_ptr(cutlass.BFloat16, 256, gm, assumed_align=16),
+        Int32(1),
+        Int32(1),
+        Int64(0),
+        Int32(1),
+        cuda_drv.CUstream(0),
+    ]
+    # the whole 228 KiB carve-out, applied the way the shipped kernel applies it (a launch
+    # config's carve-out is not, under cute.compile's executor: kernels/gdn_ucache_flush_next.py)
+    from kernels.gdn_ucache_flush_next import _preferred_carveout
+
+    with _preferred_carveout(100):
+        fn = cute.compile(probe, *args)
+    _CACHE[key] = fn
+    return fn
+
+
+def run_probe(
+    fn: Any, mode: str, ctas: int, pool: torch.Tensor, idx: torch.Tensor, out: torch.Tensor
+) -> None:
+    """One launch on the live tensors (pool [P, HV, 128, 128] bf16, idx [B] int32)."""
+    import cuda.bindings.driver as cuda_drv
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass import Int32, Int64
+    from cutlass.cute.runtime import make_ptr
+
+    gm = cute.AddressSpace.gmem
+    hv = pool.shape[1]
+    items = idx.shape[0] * hv
+    nsm = torch.cuda.get_device_properties(pool.device).multi_processor_count
+    nprog = items if mode == "plain" else min(items, nsm * ctas)
+    stream = cuda_drv.CUstream(torch.cuda.current_stream(pool.device).cuda_stream)
+    fn(
+        make_ptr(cutlass.BFloat16, pool.data_ptr(), gm, assumed_align=16),
+        make_ptr(cutlass.Int32, idx.data_ptr(), gm, assumed_align=4),
+        make_ptr(cutlass.BFloat16, out.data_ptr(), gm, assumed_align=16),
+        Int32(items),
+        Int32(hv),
+        Int64(pool.stride(0)),
+        Int32(nprog),
+        stream,
+    )
+
+
+def expected_checksum(pool: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """What every item's 2 KB must hold: per consumer thread t, the xor over j of the 16 bytes at
+    byte t * 16 + j * 2048 of the item's state, as 4 int32 words ([B * HV, 128, 4] int32)."""
+    hv = pool.shape[1]
+    words = pool[idx.long()].reshape(idx.shape[0] * hv, ITEM_ELEMS).view(torch.int32)
+    words = words.reshape(-1, ITEM_BYTES // (16 * CONSUMER_THREADS), CONSUMER_THREADS, 4)
+    acc = words[:, 0]
+    for j in range(1, words.shape[1]):
+        acc = acc ^ words[:, j]
+    return acc
+
+
+def parse_config(text: str) -> tuple[str, int, int, int, int]:
+    """`plain:TAIL` or `pc:STAGES:CTAS:TAIL` (4 KB copies) -> (mode, stages, ctas, copy, tail)."""
+    parts = text.split(":")
+    try:
+        if parts[0] == "plain" and len(parts) == 2:
+            return "plain", 1, 1, 4096, int(parts[1])
+        if parts[0] == "pc" and len(parts) == 4:
+            return "pc", int(parts[1]), int(parts[2]), 4096, int(parts[3])
+    except ValueError:
+        pass
+    raise ValueError(f"config {text!r}: expected plain:TAIL or pc:STAGES:CTAS:TAIL (integers)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hv", type=int, nargs="+", default=[32, 64])
+    ap.add_argument("--batch", type=int, nargs="+", default=[32, 256])
+    ap.add_argument(
+        "--configs",
+        nargs="+",
+        default=[
+            "plain:0",
+            "plain:2000",
+            "pc:2:3:0",
+            "pc:2:3:2000",
+            "pc:3:2:0",
+            "pc:3:2:2000",
+            "pc:3:2:4000",
+            "pc:6:1:2000",
+        ],  # fmt: skip
+    )
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    configs = [parse_config(c) for c in args.configs]
+    for c in configs:
+        check_config(c[0], c[1], c[2], c[3], c[4])
+    if not torch.cuda.is_available():
+        print("# pc_probe: no CUDA device; nothing timed", flush=True)
+        return 0
+    from bench.bench_ucache import (
+        HBM_BYTES_PER_S,
+        Point,
+        capture_graph,
+        load_backends,
+        time_graphs,
+    )
+
+    handles = load_backends("serving", ["flashinfer", "ours"])
+    scrub = torch.ones((256 << 20) // 4, device="cuda")
+    rows: list[dict[str, Any]] = []
+    t0 = time.time()
+    names = [*handles, *args.configs]
+    for i, n in enumerate(names):
+        print(f"# column {i}: {n}")
+    print(f"{'HV':>3s} {'B':>4s} {'floor':>7s} " + " ".join(f"{i:>7d}" for i in range(len(names))))
+    for hv in args.hv:
+        for B in args.batch:
+            first = next(iter(handles.values()))
+            point = Point(first, B, 16, hv, 4, 0.0, seed=B * 1000 + hv)
+            pool = point.args["initial_state_source"]
+            idx = point.args["initial_state_indices"]
+            out = torch.empty(B * hv, OUT_ELEMS, device="cuda", dtype=torch.bfloat16)
+            graphs = {n: capture_graph(h.fn, point, 1) for n, h in handles.items()}
+            want = expected_checksum(pool, idx)
+            bad = []
+            for text, (mode, stages, ctas, copy, tail) in zip(args.configs, configs, strict=True):
+                fn = compile_probe(mode, stages, ctas, copy, tail)
+                out.fill_(float("nan"))  # poisoned: every item must be written
+                run_probe(fn, mode, ctas, pool, idx, out)
+                torch.cuda.synchronize()
+                got = out.view(torch.int32).reshape(B * hv, CONSUMER_THREADS, 4)
+                if not torch.equal(got, want):
+                    bad.append(text)
+                call = functools.partial(run_probe, fn, mode, ctas, pool, idx, out)
+                graphs[text] = capture_graph(call, _Noop(), 1)
+            us = time_graphs(graphs, scrub, args.reps, 1)
+            state_bytes = B * hv * ITEM_BYTES
+            floor = (state_bytes + B * hv * OUT_ELEMS * 2) / HBM_BYTES_PER_S * 1e6
+            print(
+                f"{hv:3d} {B:4d} {floor:7.1f} " + " ".join(f"{us[n]:7.1f}" for n in names),
+                flush=True,
+            )
+            if bad:
+                print(f"# HV={hv} B={B}: WRONG checksum from {bad}", flush=True)
+            rows.append(dict(HV=hv, B=B, floor_us=floor, us=us, wrong=bad))
+    print(f"# pc_probe: wall {time.time() - t0:.0f} s", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(dict(columns=names, rows=rows), indent=1) + "\n")
+    return 1 if any(r["wrong"] for r in rows) else 0
+
+
+class _Noop:
+    """A `Point` stand-in whose call runs fn without inputs."""
+
+    def call(self, fn: Any) -> Any:
+        return fn()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

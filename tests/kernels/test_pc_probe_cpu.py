@@ -1,0 +1,93 @@
+"""CPU checks of bench/pc_probe.py (the producer / consumer streaming probe of session 26): its
+configuration errors, the checksum it verifies every launch against, and what its two kernels
+compile to for sm_90a (no GPU needed: CuTe-DSL cross-compiles)."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench import pc_probe  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("config", "names"),
+    [
+        (("bogus", 2, 2, 4096, 0), "mode"),
+        (("pc", 2, 2, 1000, 0), "copy_bytes"),
+        (("pc", 2, 2, 4096, -1), "tail"),
+        (("pc", 1, 2, 4096, 0), "stages"),
+        (("pc", 6, 2, 4096, 0), "lower ctas or stages"),
+    ],
+)
+def test_bad_configs_name_what_to_change(config: tuple, names: str) -> None:
+    with pytest.raises(ValueError, match=names):
+        pc_probe.check_config(*config)
+
+
+def test_parse_config_forms() -> None:
+    assert pc_probe.parse_config("plain:2000") == ("plain", 1, 1, 4096, 2000)
+    assert pc_probe.parse_config("pc:3:2:0") == ("pc", 3, 2, 4096, 0)
+    for bad in ("pc:3:2", "plain", "pc:a:2:0"):
+        with pytest.raises(ValueError, match="expected plain:TAIL or pc:STAGES:CTAS:TAIL"):
+            pc_probe.parse_config(bad)
+
+
+def test_expected_checksum_is_the_xor_of_each_threads_16_byte_columns() -> None:
+    """The reference the GPU run compares against, checked against a direct per-byte reading of
+    the kernel's addressing (thread t reads bytes t * 16 + j * 2048, j < 16, of its item)."""
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    hv, B = 3, 2
+    pool = torch.randn(5, hv, 128, 128, generator=gen).to(torch.bfloat16)
+    idx = torch.tensor([4, 1], dtype=torch.int32)
+    got = pc_probe.expected_checksum(pool, idx)
+    assert got.shape == (B * hv, 128, 4)
+    item = 4  # row 1 (slot 1), head 1
+    raw = pool[1, 1].contiguous().view(torch.uint8).reshape(-1)
+    for t in (0, 77, 127):
+        want = torch.zeros(16, dtype=torch.uint8)
+        for j in range(16):
+            want ^= raw[t * 16 + j * 2048 : t * 16 + j * 2048 + 16]
+        assert torch.equal(got[item, t].contiguous().view(torch.uint8), want)
+
+
+def _compile_ptx(tmp_path: Path, configs: list[tuple]) -> str:
+    if importlib.util.find_spec("cutlass") is None:
+        pytest.skip("nvidia-cutlass-dsl (module `cutlass`) is not installed")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from bench.pc_probe import compile_probe\n"
+        f"for c in {configs!r}: compile_probe(*c)\n"
+    )
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx")
+    env["CUTE_DSL_DUMP_DIR"] = str(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(REPO)], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    files = sorted(tmp_path.glob("*.ptx"))
+    assert len(files) == len(configs)
+    return "\n".join(p.read_text() for p in files)
+
+
+def test_plain_compiles_to_one_item_per_cta(tmp_path: Path) -> None:
+    ptx = _compile_ptx(tmp_path, [("plain", 1, 1, 4096, 0)])
+    assert ptx.count("cp.async.bulk.shared::cluster.global") == 8  # 8 x 4 KB = one state
+    assert ptx.count("mbarrier.init") == 2  # full + empty of its one stage
+    assert ptx.count("ld.shared.v4.b32") == 16 and "%clock64" not in ptx  # tail 0: no spin
+
+
+def test_pc_compiles_a_producer_loop_and_a_consumer_loop(tmp_path: Path) -> None:
+    ptx = _compile_ptx(tmp_path, [("pc", 3, 2, 4096, 2000)])
+    assert ".minnctapersm 2" in ptx
+    assert ptx.count("mbarrier.init") == 6  # full + empty per stage
+    assert ptx.count("cp.async.bulk.shared::cluster.global") == 8
+    assert ptx.count("mbarrier.try_wait.parity") == 2  # producer: empty; consumers: full
+    assert ptx.count("mbarrier.arrive.shared") == 1  # the consumers' release
+    assert "%clock64" in ptx and "2000" in ptx  # the tail's spin
