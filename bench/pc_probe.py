@@ -344,11 +344,16 @@ def main() -> int:
     ap.add_argument(
         "--configs",
         nargs="+",
+        # tails of 0 / ~1 / ~2 us (1.98 GHz): a CTA of the shipped kernel lives ~7 us at
+        # B=256 verify-only (20.7 waves of 792 CTAs in ~150 us), most of it waiting for its
+        # state; 2-3 CTAs/SM of pc leave each consumer group 2-3 us per row
         default=[
             "plain:0",
             "plain:2000",
+            "plain:4000",
             "pc:2:3:0",
             "pc:2:3:2000",
+            "pc:2:3:4000",
             "pc:3:2:0",
             "pc:3:2:2000",
             "pc:3:2:4000",
