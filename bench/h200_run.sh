@@ -251,8 +251,10 @@ conformance_summary() {
 grid_sweep() {
   local name=$1
   shift
-  timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 --batch 256 128 32 \
-    --flush 0 20 100 --budget-s 135 --json "$out/sweep-$name.json" --backends flashinfer \
+  local budget=${SWEEP_BUDGET_S:-135}  # a short call's wall (k26 on a nearly spent lease)
+  timeout $((budget + 15)) python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 \
+    --batch 256 128 32 --flush 0 20 100 --budget-s "$budget" --json "$out/sweep-$name.json" \
+    --backends flashinfer \
     --modules "ours=$NEXTF" --variants "$@" 2>&1 |
     tee "$out/sweep-$name.log" | grep -v '^# v' | tail -n 40 || true
 }
@@ -282,6 +284,14 @@ archive_mode() {
 finish_mode() {
   echo "# h200_run $mode: wall $((SECONDS - t_all)) s"
   archive_mode
+}
+
+# k26's producer / consumer probe (bench/pc_probe.py; the shipped file as `ours`)
+k26_probe() {
+  # shellcheck disable=SC2086 # a word list
+  timeout 150 python3 -m bench.pc_probe --hv 32 64 --batch 32 256 --reps 20 \
+    --json "$out/pc-probe-k26.json" ${K26_PC_CONFIGS:+--configs $K26_PC_CONFIGS} 2>&1 |
+    tee "$out/pc-probe-k26.log" | tail -n 20 || true
 }
 
 # #3's suite forced onto next with one knob on top of the table's B >= 128 load-order knobs
@@ -783,16 +793,15 @@ k26)
   # (kernels/NOTES.md "Session 25" has the prediction). (2) The producer / consumer structure
   # alone (bench/pc_probe.py): does one producer warp per CTA keep the state stream at
   # flashinfer's rate while the consumers spend a serial tail on every row?
+  # (K26_PROBE_FIRST=1: the probe before the sweep, for a call that may be cut short)
+  if [[ ${K26_PROBE_FIRST:-0} == 1 ]]; then k26_probe && checkpoint_mode probe; fi
   export GDN_UCACHE_OURS_MODULE=$NEXTF
   # shellcheck disable=SC2086 # a word list
   grid_sweep k26 ${K26_VARIANTS:-ours:base ours:base+stag500 ours:base+stag1000 \
     ours:base+stag2000 ours:base+stag4000}
   checkpoint_mode sweep
   unset GDN_UCACHE_OURS_MODULE
-  # shellcheck disable=SC2086 # a word list
-  timeout 150 python3 -m bench.pc_probe --hv 32 64 --batch 32 256 --reps 20 \
-    --json "$out/pc-probe-k26.json" ${K26_PC_CONFIGS:+--configs $K26_PC_CONFIGS} 2>&1 |
-    tee "$out/pc-probe-k26.log" | tail -n 20 || true
+  if [[ ${K26_PROBE_FIRST:-0} != 1 ]]; then k26_probe; fi
   finish_mode
   ;;
 k15)

@@ -599,3 +599,17 @@ def test_k26_sweeps_stag_then_probes_producer_consumer(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == [
         "kernel", "kernel-k26-sweep.tar.gz", "kernel-k26.tar.gz",
     ]  # fmt: skip
+
+
+def test_k26_short_form_probes_first_and_bounds_the_sweep(tmp_path: Path) -> None:
+    """K26_PROBE_FIRST=1 and SWEEP_BUDGET_S (a call on a nearly spent lease): the probe runs and
+    is archived before the sweep, whose budget and timeout follow SWEEP_BUDGET_S."""
+    calls, out = run_mode(tmp_path, "k26", {"K26_PROBE_FIRST": "1", "SWEEP_BUDGET_S": "60"})
+    lines = calls.splitlines()
+    probe = [i for i, ln in enumerate(lines) if "bench.pc_probe" in ln]
+    sweep = [i for i, ln in enumerate(lines) if "bench/knockout.py" in ln]
+    assert len(probe) == 1 and len(sweep) == 1 and probe[0] < sweep[0]
+    assert "--budget-s 60 " in lines[sweep[0]]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "kernel", "kernel-k26-probe.tar.gz", "kernel-k26-sweep.tar.gz", "kernel-k26.tar.gz",
+    ]  # fmt: skip
