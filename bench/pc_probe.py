@@ -20,8 +20,8 @@ Kernels (items = B * HV, item i = row i // HV, head i % HV, as the real grid ord
 - `plain`: one item per CTA, 4 warps (today's shape): thread 0 arms an mbarrier and issues the
   item's bulk copies, every warp waits, reads its quarter of the stage, spins `tail` cycles and
   writes its 2 KB. 32 KB of shared memory: 6 CTAs/SM.
-- `pc`: persistent CTAs (`ctas` per SM), 4 consumer warps + 1 producer warp, `stages` 32 KB
-  stages with full / empty mbarriers. The producer's lane 0 walks the CTA's items, waits for a free
+- `pc`: persistent CTAs (`ctas` per SM), 4 (or 8) consumer warps + 1 producer warp, `stages`
+  32 KB stages with full / empty mbarriers. The producer's lane 0 walks the CTA's items, waits for a free
   stage and issues its copies; the consumers wait for the stage, read it, release it, then spin
   the tail and write: the tail runs while the producer refills the stage.
 
@@ -49,14 +49,16 @@ if __package__ in (None, ""):
 ITEM_ELEMS = 128 * 128  # one (row, value head) state
 ITEM_BYTES = ITEM_ELEMS * 2  # bf16
 OUT_ELEMS = 1024  # 2 KB written per item (T=4: u + output rows of 128 bf16 each)
-CONSUMER_THREADS = 128
+WARP_CHOICES = (4, 8)  # consumer warps per CTA (plain: 4)
 MODES = ("plain", "pc")
 MAX_SMEM = 227 * 1024  # usable shared memory per SM on SM90 (1 KB per CTA reserved)
 
 _CACHE: dict[tuple, Any] = {}
 
 
-def check_config(mode: str, stages: int, ctas: int, copy_bytes: int, tail: int) -> None:
+def check_config(
+    mode: str, stages: int, ctas: int, copy_bytes: int, tail: int, warps: int = 4
+) -> None:
     """Raise ValueError naming what to change if the configuration cannot be built."""
     if mode not in MODES:
         raise ValueError(f"mode {mode!r}: expected one of {MODES}")
@@ -67,6 +69,8 @@ def check_config(mode: str, stages: int, ctas: int, copy_bytes: int, tail: int) 
         )
     if not 0 <= tail < 1 << 20:
         raise ValueError(f"tail={tail}: expected clock cycles in 0..{(1 << 20) - 1}")
+    if warps not in WARP_CHOICES or (mode == "plain" and warps != 4):
+        raise ValueError(f"warps={warps}: expected one of {WARP_CHOICES} (plain: 4)")
     if mode == "pc":
         if not 2 <= stages <= 6:
             raise ValueError(f"stages={stages}: expected 2..6")
@@ -118,14 +122,19 @@ def _build_class() -> type:
                 ],
             )
 
+    def stg_v2(ptr: Any, w: list) -> None:
+        cute.arch.inline_ptx(
+            "st.global.v2.b32 [{$r0}], {{$r1}, {$r2}};", read_only_args=[ptr, w[0], w[1]]
+        )
+
     @cute.jit
-    def read_quarter(stage: Any, tid: Any) -> list:
-        """The xor of this consumer thread's 256 bytes of the stage (16-byte reads, a warp's 32
-        lanes on 512 contiguous bytes at a time: no bank conflicts)."""
+    def read_share(stage: Any, tid: Any, nthreads: cutlass.Constexpr) -> list:
+        """The xor of this consumer thread's share of the stage: bytes tid * 16 + j * 16 *
+        nthreads (16-byte reads, a warp's 32 lanes on 512 contiguous bytes: no bank conflicts)."""
         acc = [Int32(0)] * 4
         base = stage.toint() + tid * 16
-        for j in cutlass.range_constexpr(ITEM_BYTES // (16 * CONSUMER_THREADS)):
-            w = lds_v4(base + j * 16 * CONSUMER_THREADS)
+        for j in cutlass.range_constexpr(ITEM_BYTES // (16 * nthreads)):
+            w = lds_v4(base + j * 16 * nthreads)
             acc = [acc[i] ^ w[i] for i in range(4)]
         return acc
 
@@ -147,21 +156,37 @@ def _build_class() -> type:
         return pool + (Int64(slot) * pool_s0 + Int64(h) * Int64(ITEM_ELEMS))
 
     @cute.jit
-    def finish(out: Any, acc: list, item: Any, tid: Any, tail: cutlass.Constexpr) -> None:
-        """The tail, then this thread's 16 bytes of the item's 2 KB."""
+    def finish(
+        out: Any,
+        acc: list,
+        item: Any,
+        tid: Any,
+        tail: cutlass.Constexpr,
+        nthreads: cutlass.Constexpr,
+    ) -> None:
+        """The tail, then this thread's part of the item's 2 KB: its 16 bytes (128 consumer
+        threads), or 8 bytes (256: the 4 words folded to 2), so both forms write 2 KB."""
         spin(tail)
-        dst = out + (Int64(item) * Int64(OUT_ELEMS) + Int64(tid * 8))
-        stg_v4(dst.toint(), acc)
+        per = OUT_ELEMS * 2 // nthreads  # bytes per thread
+        dst = out + (Int64(item) * Int64(OUT_ELEMS) + Int64(tid * (per // 2)))
+        if cutlass.const_expr(per == 16):
+            stg_v4(dst.toint(), acc)
+        else:
+            stg_v2(dst.toint(), [acc[0] ^ acc[2], acc[1] ^ acc[3]])
 
     class StreamProbe:
-        def __init__(self, mode: str, stages: int, ctas: int, copy_bytes: int, tail: int):
-            check_config(mode, stages, ctas, copy_bytes, tail)
+        def __init__(
+            self, mode: str, stages: int, ctas: int, copy_bytes: int, tail: int, warps: int
+        ):
+            check_config(mode, stages, ctas, copy_bytes, tail, warps)
+            self.warps = warps
+            self.consumers = 32 * warps
             self.mode = mode
             self.stages = stages if mode == "pc" else 1
             self.ctas = ctas
             self.copy_bytes = copy_bytes
             self.tail = tail
-            self.threads = CONSUMER_THREADS + (32 if mode == "pc" else 0)
+            self.threads = self.consumers + (32 if mode == "pc" else 0)
 
         @cute.jit
         def __call__(
@@ -206,7 +231,7 @@ def _build_class() -> type:
             if tid == 0:
                 for s in cutlass.range_constexpr(NS):
                     cute.arch.mbarrier_init(full + s, 1)
-                    cute.arch.mbarrier_init(empty + s, 4)  # one arrival per consumer warp
+                    cute.arch.mbarrier_init(empty + s, self.warps)  # one per consumer warp
                 cute.arch.mbarrier_init_fence()
             cute.arch.sync_threads()
 
@@ -215,11 +240,11 @@ def _build_class() -> type:
                     src = item_src(pool, idx, hv, pool_s0, cta)
                     arm_and_copy(src, stage0, full, self.copy_bytes)
                 cute.arch.mbarrier_wait(full, 0)
-                acc = read_quarter(stage0, tid)
-                finish(out, acc, cta, tid, self.tail)
+                acc = read_share(stage0, tid, self.consumers)
+                finish(out, acc, cta, tid, self.tail, self.consumers)
             else:
                 n_mine = (items - cta + nprog - Int32(1)) // nprog
-                if warp == 4:
+                if warp == self.warps:  # the producer: the warp after the consumers
                     if lane == 0:
                         for it in cutlass.range(n_mine, unroll=1):
                             s = it % NS
@@ -236,11 +261,11 @@ def _build_class() -> type:
                     for it in cutlass.range(n_mine, unroll=1):
                         s = it % NS
                         cute.arch.mbarrier_wait(full + s, (it // NS) % 2)
-                        acc = read_quarter(stage0 + s * ITEM_ELEMS, tid)
+                        acc = read_share(stage0 + s * ITEM_ELEMS, tid, self.consumers)
                         cute.arch.sync_warp()
                         if lane == 0:
                             cute.arch.mbarrier_arrive(empty + s)
-                        finish(out, acc, cta + it * nprog, tid, self.tail)
+                        finish(out, acc, cta + it * nprog, tid, self.tail, self.consumers)
 
     return StreamProbe
 
@@ -248,10 +273,13 @@ def _build_class() -> type:
 _CLASS: list[type] = []
 
 
-def compile_probe(mode: str, stages: int, ctas: int, copy_bytes: int, tail: int) -> Any:
+def compile_probe(
+    mode: str, stages: int, ctas: int, copy_bytes: int, tail: int, warps: int = 4
+) -> Any:
     """The compiled probe for exactly these compile-time constants (cached)."""
-    check_config(mode, stages, ctas, copy_bytes, tail)
-    key = (mode, stages if mode == "pc" else 1, ctas if mode == "pc" else 0, copy_bytes, tail)
+    check_config(mode, stages, ctas, copy_bytes, tail, warps)
+    pc = mode == "pc"
+    key = (mode, stages if pc else 1, ctas if pc else 0, copy_bytes, tail, warps)
     if key in _CACHE:
         return _CACHE[key]
     import cuda.bindings.driver as cuda_drv
@@ -262,7 +290,7 @@ def compile_probe(mode: str, stages: int, ctas: int, copy_bytes: int, tail: int)
 
     if not _CLASS:
         _CLASS.append(_build_class())
-    probe = _CLASS[0](mode, stages, ctas, copy_bytes, tail)
+    probe = _CLASS[0](mode, stages, ctas, copy_bytes, tail, warps)
     gm = cute.AddressSpace.gmem
     args = [
         make_ptr(cutlass.BFloat16, 256, gm, assumed_align=16),
@@ -312,29 +340,37 @@ def run_probe(
     )
 
 
-def expected_checksum(pool: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """What every item's 2 KB must hold: per consumer thread t, the xor over j of the 16 bytes at
-    byte t * 16 + j * 2048 of the item's state, as 4 int32 words ([B * HV, 128, 4] int32)."""
+def expected_checksum(pool: torch.Tensor, idx: torch.Tensor, warps: int = 4) -> torch.Tensor:
+    """What every item's 2 KB must hold ([B * HV, 512] int32): per consumer thread t of n = 32 *
+    warps, the xor over j of the 16 bytes at byte t * 16 + j * 16 n of the item's state, as 4
+    words (n = 128), or folded to 2 (words 0 ^ 2, 1 ^ 3: n = 256)."""
+    n = 32 * warps
     hv = pool.shape[1]
     words = pool[idx.long()].reshape(idx.shape[0] * hv, ITEM_ELEMS).view(torch.int32)
-    words = words.reshape(-1, ITEM_BYTES // (16 * CONSUMER_THREADS), CONSUMER_THREADS, 4)
+    words = words.reshape(-1, ITEM_BYTES // (16 * n), n, 4)
     acc = words[:, 0]
     for j in range(1, words.shape[1]):
         acc = acc ^ words[:, j]
-    return acc
+    if warps == 8:
+        acc = acc[..., :2] ^ acc[..., 2:]
+    return acc.reshape(acc.shape[0], -1)
 
 
-def parse_config(text: str) -> tuple[str, int, int, int, int]:
-    """`plain:TAIL` or `pc:STAGES:CTAS:TAIL` (4 KB copies) -> (mode, stages, ctas, copy, tail)."""
+def parse_config(text: str) -> tuple[str, int, int, int, int, int]:
+    """`plain:TAIL` or `pc:STAGES:CTAS:TAIL[:WARPS]` (4 KB copies; WARPS consumer warps, default
+    4) -> (mode, stages, ctas, copy, tail, warps)."""
     parts = text.split(":")
     try:
         if parts[0] == "plain" and len(parts) == 2:
-            return "plain", 1, 1, 4096, int(parts[1])
-        if parts[0] == "pc" and len(parts) == 4:
-            return "pc", int(parts[1]), int(parts[2]), 4096, int(parts[3])
+            return "plain", 1, 1, 4096, int(parts[1]), 4
+        if parts[0] == "pc" and len(parts) in (4, 5):
+            warps = int(parts[4]) if len(parts) == 5 else 4
+            return "pc", int(parts[1]), int(parts[2]), 4096, int(parts[3]), warps
     except ValueError:
         pass
-    raise ValueError(f"config {text!r}: expected plain:TAIL or pc:STAGES:CTAS:TAIL (integers)")
+    raise ValueError(
+        f"config {text!r}: expected plain:TAIL or pc:STAGES:CTAS:TAIL[:WARPS] (integers)"
+    )
 
 
 def main() -> int:
@@ -346,7 +382,10 @@ def main() -> int:
         nargs="+",
         # tails of 0 / ~1 / ~2 us (1.98 GHz): a CTA of the shipped kernel lives ~7 us at
         # B=256 verify-only (20.7 waves of 792 CTAs in ~150 us), most of it waiting for its
-        # state; 2-3 CTAs/SM of pc leave each consumer group 2-3 us per row
+        # state; 2-3 CTAs/SM of pc leave each consumer group 2-3 us per row. The shipped kernel
+        # issues ~4.8 k warp instructions per row (k22-h200: 79.0 M / 16384 rows at HV=64
+        # B=256), ~1.9 per SM cycle at its rate: 3 CTAs x 4 consumer warps may be too few warps
+        # to hide that math's latencies, hence the :8 forms (8 consumer warps, 24 per SM)
         default=[
             "plain:0",
             "plain:2000",
@@ -358,6 +397,8 @@ def main() -> int:
             "pc:3:2:2000",
             "pc:3:2:4000",
             "pc:6:1:2000",
+            "pc:2:3:2000:8",
+            "pc:2:3:4000:8",
         ],  # fmt: skip
     )
     ap.add_argument("--reps", type=int, default=20)
@@ -365,7 +406,7 @@ def main() -> int:
     args = ap.parse_args()
     configs = [parse_config(c) for c in args.configs]
     for c in configs:
-        check_config(c[0], c[1], c[2], c[3], c[4])
+        check_config(*c)
     if not torch.cuda.is_available():
         print("# pc_probe: no CUDA device; nothing timed", flush=True)
         return 0
@@ -393,15 +434,15 @@ def main() -> int:
             idx = point.args["initial_state_indices"]
             out = torch.empty(B * hv, OUT_ELEMS, device="cuda", dtype=torch.bfloat16)
             graphs = {n: capture_graph(h.fn, point, 1) for n, h in handles.items()}
-            want = expected_checksum(pool, idx)
+            want = {w: expected_checksum(pool, idx, w) for w in {c[5] for c in configs}}
             bad = []
-            for text, (mode, stages, ctas, copy, tail) in zip(args.configs, configs, strict=True):
-                fn = compile_probe(mode, stages, ctas, copy, tail)
+            for text, config in zip(args.configs, configs, strict=True):
+                mode, ctas, warps = config[0], config[2], config[5]
+                fn = compile_probe(*config)
                 out.fill_(float("nan"))  # poisoned: every item must be written
                 run_probe(fn, mode, ctas, pool, idx, out)
                 torch.cuda.synchronize()
-                got = out.view(torch.int32).reshape(B * hv, CONSUMER_THREADS, 4)
-                if not torch.equal(got, want):
+                if not torch.equal(out.view(torch.int32), want[warps]):
                     bad.append(text)
                 call = functools.partial(run_probe, fn, mode, ctas, pool, idx, out)
                 graphs[text] = capture_graph(call, _Noop(), 1)

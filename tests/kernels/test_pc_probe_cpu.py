@@ -25,6 +25,8 @@ from bench import pc_probe  # noqa: E402
         (("pc", 2, 2, 4096, -1), "tail"),
         (("pc", 1, 2, 4096, 0), "stages"),
         (("pc", 6, 2, 4096, 0), "lower ctas or stages"),
+        (("pc", 2, 2, 4096, 0, 6), "warps"),
+        (("plain", 1, 1, 4096, 0, 8), "plain: 4"),
     ],
 )
 def test_bad_configs_name_what_to_change(config: tuple, names: str) -> None:
@@ -33,9 +35,10 @@ def test_bad_configs_name_what_to_change(config: tuple, names: str) -> None:
 
 
 def test_parse_config_forms() -> None:
-    assert pc_probe.parse_config("plain:2000") == ("plain", 1, 1, 4096, 2000)
-    assert pc_probe.parse_config("pc:3:2:0") == ("pc", 3, 2, 4096, 0)
-    for bad in ("pc:3:2", "plain", "pc:a:2:0"):
+    assert pc_probe.parse_config("plain:2000") == ("plain", 1, 1, 4096, 2000, 4)
+    assert pc_probe.parse_config("pc:3:2:0") == ("pc", 3, 2, 4096, 0, 4)
+    assert pc_probe.parse_config("pc:2:3:2000:8") == ("pc", 2, 3, 4096, 2000, 8)
+    for bad in ("pc:3:2", "plain", "pc:a:2:0", "pc:1:2:3:4:5"):
         with pytest.raises(ValueError, match="expected plain:TAIL or pc:STAGES:CTAS:TAIL"):
             pc_probe.parse_config(bad)
 
@@ -47,15 +50,21 @@ def test_expected_checksum_is_the_xor_of_each_threads_16_byte_columns() -> None:
     hv, B = 3, 2
     pool = torch.randn(5, hv, 128, 128, generator=gen).to(torch.bfloat16)
     idx = torch.tensor([4, 1], dtype=torch.int32)
-    got = pc_probe.expected_checksum(pool, idx)
-    assert got.shape == (B * hv, 128, 4)
     item = 4  # row 1 (slot 1), head 1
     raw = pool[1, 1].contiguous().view(torch.uint8).reshape(-1)
-    for t in (0, 77, 127):
-        want = torch.zeros(16, dtype=torch.uint8)
-        for j in range(16):
-            want ^= raw[t * 16 + j * 2048 : t * 16 + j * 2048 + 16]
-        assert torch.equal(got[item, t].contiguous().view(torch.uint8), want)
+    for warps in (4, 8):
+        n = 32 * warps
+        got = pc_probe.expected_checksum(pool, idx, warps)
+        assert got.shape == (B * hv, 512)  # 2 KB per item either way
+        per = 2048 // n  # bytes a thread writes
+        for t in (0, 77, n - 1):
+            want = torch.zeros(16, dtype=torch.uint8)
+            for j in range(32768 // (16 * n)):
+                want ^= raw[t * 16 + j * 16 * n : t * 16 + j * 16 * n + 16]
+            if warps == 8:
+                want = want[:8] ^ want[8:]
+            row = got[item].contiguous().view(torch.uint8)
+            assert torch.equal(row[t * per : (t + 1) * per], want)
 
 
 def _compile_ptx(tmp_path: Path, configs: list[tuple]) -> str:
@@ -91,3 +100,12 @@ def test_pc_compiles_a_producer_loop_and_a_consumer_loop(tmp_path: Path) -> None
     assert ptx.count("mbarrier.try_wait.parity") == 2  # producer: empty; consumers: full
     assert ptx.count("mbarrier.arrive.shared") == 1  # the consumers' release
     assert "%clock64" in ptx and "2000" in ptx  # the tail's spin
+
+
+def test_pc_with_eight_consumer_warps(tmp_path: Path) -> None:
+    """The :8 form: 288 threads (the producer is warp 8), 8 arrivals per stage release, each
+    consumer thread 8 reads and one 8-byte store (2 KB per item, as with 4 warps)."""
+    ptx = _compile_ptx(tmp_path, [("pc", 2, 3, 4096, 2000, 8)])
+    assert ".maxntid 288" in ptx or ".reqntid 288" in ptx
+    assert ptx.count("ld.shared.v4.b32") == 8
+    assert "st.global.v2.b32" in ptx and "st.global.v4.b32" not in ptx
