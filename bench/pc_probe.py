@@ -21,9 +21,9 @@ Kernels (items = B * HV, item i = row i // HV, head i % HV, as the real grid ord
   item's bulk copies, every warp waits, reads its quarter of the stage, spins `tail` cycles and
   writes its 2 KB. 32 KB of shared memory: 6 CTAs/SM.
 - `pc`: persistent CTAs (`ctas` per SM), 4 (or 8) consumer warps + 1 producer warp, `stages`
-  32 KB stages with full / empty mbarriers. The producer's lane 0 walks the CTA's items, waits for a free
-  stage and issues its copies; the consumers wait for the stage, read it, release it, then spin
-  the tail and write: the tail runs while the producer refills the stage.
+  32 KB stages with full / empty mbarriers. The producer's lane 0 walks the CTA's items, waits
+  for a free stage and issues its copies; the consumers wait for the stage, read it, release it,
+  then spin the tail and write: the tail runs while the producer refills the stage.
 
 `tail` (clock cycles, ~1.98 GHz on the H200 / H100 SXM) stands in for phases 1-5's serial work per
 item. Reading: if `pc` at tail ~ phase 5's cost streams at or below flashinfer where `plain`
@@ -385,7 +385,9 @@ def main() -> int:
         # state; 2-3 CTAs/SM of pc leave each consumer group 2-3 us per row. The shipped kernel
         # issues ~4.8 k warp instructions per row (k22-h200: 79.0 M / 16384 rows at HV=64
         # B=256), ~1.9 per SM cycle at its rate: 3 CTAs x 4 consumer warps may be too few warps
-        # to hide that math's latencies, hence the :8 forms (8 consumer warps, 24 per SM)
+        # to hide that math's latencies, hence the :8 forms (8 consumer warps, 24 per SM).
+        # pc:2:2 is what a real stage fits: 32 KB of state + ~11 KB of windows / activations
+        # (T=4) per stage, two stages per CTA, two CTAs per SM (kernels/NOTES.md "Session 26")
         default=[
             "plain:0",
             "plain:2000",
@@ -399,6 +401,8 @@ def main() -> int:
             "pc:6:1:2000",
             "pc:2:3:2000:8",
             "pc:2:3:4000:8",
+            "pc:2:2:2000:8",
+            "pc:2:2:4000:8",
         ],  # fmt: skip
     )
     ap.add_argument("--reps", type=int, default=20)
