@@ -134,7 +134,7 @@
 #   bash bench/h200_run.sh k25     # ~60 s (session 21): B=1 on a warm L2 (the 4 us target): rows
 #                                  # per CTA 16/32/64/128 with actfirst vs the table vs flashinfer,
 #                                  # two processes (K25_VARIANTS replaces the columns)
-#   bash bench/h200_run.sh k26     # ~150 s (session 26): the lockstep-tail test (next's stagN:
+#   bash bench/h200_run.sh k26     # ~250 s (session 26): the lockstep-tail test (next's stagN:
 #                                  # odd CTAs of the first wave start N ns late; K26_VARIANTS
 #                                  # replaces the sweep's columns) on the session-19/20 grid vs
 #                                  # flashinfer, then bench/pc_probe.py (the producer / consumer
