@@ -357,19 +357,20 @@ def expected_checksum(pool: torch.Tensor, idx: torch.Tensor, warps: int = 4) -> 
 
 
 def parse_config(text: str) -> tuple[str, int, int, int, int, int]:
-    """`plain:TAIL` or `pc:STAGES:CTAS:TAIL[:WARPS]` (4 KB copies; WARPS consumer warps, default
-    4) -> (mode, stages, ctas, copy, tail, warps)."""
+    """`plain:TAIL` or `pc:STAGES:CTAS:TAIL[:WARPS[:COPY]]` (WARPS consumer warps, default 4;
+    COPY bytes per bulk copy, default 4096) -> (mode, stages, ctas, copy, tail, warps)."""
     parts = text.split(":")
     try:
         if parts[0] == "plain" and len(parts) == 2:
             return "plain", 1, 1, 4096, int(parts[1]), 4
-        if parts[0] == "pc" and len(parts) in (4, 5):
-            warps = int(parts[4]) if len(parts) == 5 else 4
-            return "pc", int(parts[1]), int(parts[2]), 4096, int(parts[3]), warps
+        if parts[0] == "pc" and len(parts) in (4, 5, 6):
+            warps = int(parts[4]) if len(parts) >= 5 else 4
+            copy = int(parts[5]) if len(parts) == 6 else 4096
+            return "pc", int(parts[1]), int(parts[2]), copy, int(parts[3]), warps
     except ValueError:
         pass
     raise ValueError(
-        f"config {text!r}: expected plain:TAIL or pc:STAGES:CTAS:TAIL[:WARPS] (integers)"
+        f"config {text!r}: expected plain:TAIL or pc:STAGES:CTAS:TAIL[:WARPS[:COPY]] (integers)"
     )
 
 
@@ -387,7 +388,9 @@ def main() -> int:
         # B=256), ~1.9 per SM cycle at its rate: 3 CTAs x 4 consumer warps may be too few warps
         # to hide that math's latencies, hence the :8 forms (8 consumer warps, 24 per SM).
         # pc:2:2 is what a real stage fits: 32 KB of state + ~11 KB of windows / activations
-        # (T=4) per stage, two stages per CTA, two CTAs per SM (kernels/NOTES.md "Session 26")
+        # (T=4) per stage, two stages per CTA, two CTAs per SM (kernels/NOTES.md "Session 26").
+        # :1024 = 32 copies per row, about what a real producer issues (8 of state, 2 + 2 of
+        # ring windows, 1 g row, 3T q / k / v rows): can one lane issue them fast enough?
         default=[
             "plain:0",
             "plain:2000",
@@ -403,6 +406,7 @@ def main() -> int:
             "pc:2:3:4000:8",
             "pc:2:2:2000:8",
             "pc:2:2:4000:8",
+            "pc:2:2:2000:8:1024",
         ],  # fmt: skip
     )
     ap.add_argument("--reps", type=int, default=20)

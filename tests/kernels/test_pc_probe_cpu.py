@@ -38,7 +38,8 @@ def test_parse_config_forms() -> None:
     assert pc_probe.parse_config("plain:2000") == ("plain", 1, 1, 4096, 2000, 4)
     assert pc_probe.parse_config("pc:3:2:0") == ("pc", 3, 2, 4096, 0, 4)
     assert pc_probe.parse_config("pc:2:3:2000:8") == ("pc", 2, 3, 4096, 2000, 8)
-    for bad in ("pc:3:2", "plain", "pc:a:2:0", "pc:1:2:3:4:5"):
+    assert pc_probe.parse_config("pc:2:2:2000:8:1024") == ("pc", 2, 2, 1024, 2000, 8)
+    for bad in ("pc:3:2", "plain", "pc:a:2:0", "pc:1:2:3:4:5:6"):
         with pytest.raises(ValueError, match="expected plain:TAIL or pc:STAGES:CTAS:TAIL"):
             pc_probe.parse_config(bad)
 
@@ -75,6 +76,7 @@ def _compile_ptx(tmp_path: Path, configs: list[tuple]) -> str:
         f"for c in {configs!r}: compile_probe(*c)\n"
     )
     env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", CUTE_DSL_KEEP="ptx")
+    tmp_path.mkdir(parents=True, exist_ok=True)
     env["CUTE_DSL_DUMP_DIR"] = str(tmp_path)
     proc = subprocess.run(
         [sys.executable, "-c", code, str(REPO)], env=env, capture_output=True, text=True
@@ -105,7 +107,10 @@ def test_pc_compiles_a_producer_loop_and_a_consumer_loop(tmp_path: Path) -> None
 def test_pc_with_eight_consumer_warps(tmp_path: Path) -> None:
     """The :8 form: 288 threads (the producer is warp 8), 8 arrivals per stage release, each
     consumer thread 8 reads and one 8-byte store (2 KB per item, as with 4 warps)."""
-    ptx = _compile_ptx(tmp_path, [("pc", 2, 3, 4096, 2000, 8)])
+    ptx = _compile_ptx(tmp_path / "c4096", [("pc", 2, 3, 4096, 2000, 8)])
+    small = _compile_ptx(tmp_path / "c1024", [("pc", 2, 2, 1024, 2000, 8)])
+    assert small.count("cp.async.bulk.shared::cluster.global") == 32  # 1 KB copies
+    assert ptx.count("cp.async.bulk.shared::cluster.global") == 8
     assert ".maxntid 288" in ptx or ".reqntid 288" in ptx
     assert ptx.count("ld.shared.v4.b32") == 8
     assert "st.global.v2.b32" in ptx and "st.global.v4.b32" not in ptx
