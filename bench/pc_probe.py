@@ -465,9 +465,29 @@ def main() -> int:
                 print(f"# HV={hv} B={B}: WRONG checksum from {bad}", flush=True)
             rows.append(dict(HV=hv, B=B, floor_us=floor, us=us, wrong=bad))
     print(f"# pc_probe: wall {time.time() - t0:.0f} s", flush=True)
+    table = ratio_table(names, rows)
+    print(table, flush=True)
     if args.json:
         args.json.write_text(json.dumps(dict(columns=names, rows=rows), indent=1) + "\n")
+        args.json.with_suffix(".md").write_text(table + "\n")
     return 1 if any(r["wrong"] for r in rows) else 0
+
+
+def ratio_table(names: list[str], rows: list[dict[str, Any]]) -> str:
+    """Markdown: per point, each column's time over flashinfer's and over the floor (taken in
+    the same process), wrong-checksum columns marked."""
+    head = "| HV | B | floor us | " + " | ".join(f"{n} /fi (/floor)" for n in names) + " |"
+    lines = [head, "|" + "---|" * (3 + len(names))]
+    for r in rows:
+        fi = r["us"].get("flashinfer")
+        cells = []
+        for n in names:
+            us = r["us"][n]
+            vs_fi = f"{us / fi:.3f}" if fi else "-"
+            mark = " WRONG" if n in r["wrong"] else ""
+            cells.append(f"{vs_fi} ({us / r['floor_us']:.2f}){mark}")
+        lines.append(f"| {r['HV']} | {r['B']} | {r['floor_us']:.1f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 class _Noop:

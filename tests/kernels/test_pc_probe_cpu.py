@@ -114,3 +114,11 @@ def test_pc_with_eight_consumer_warps(tmp_path: Path) -> None:
     assert ".maxntid 288" in ptx or ".reqntid 288" in ptx
     assert ptx.count("ld.shared.v4.b32") == 8
     assert "st.global.v2.b32" in ptx and "st.global.v4.b32" not in ptx
+
+
+def test_ratio_table_reads_each_column_against_flashinfer_and_the_floor() -> None:
+    rows = [dict(HV=64, B=256, floor_us=130.0, us={"flashinfer": 160.0, "pc:2:2:0:8": 144.0},
+                 wrong=["pc:2:2:0:8"])]  # fmt: skip
+    table = pc_probe.ratio_table(["flashinfer", "pc:2:2:0:8"], rows).splitlines()
+    assert table[0].startswith("| HV | B | floor us | flashinfer /fi (/floor)")
+    assert table[2] == "| 64 | 256 | 130.0 | 1.000 (1.23) | 0.900 (1.11) WRONG |"
