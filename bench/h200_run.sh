@@ -795,12 +795,11 @@ k26)
   # flashinfer's rate while the consumers spend a serial tail on every row?
   # (K26_PROBE_FIRST=1: the probe before the sweep, for a call that may be cut short)
   if [[ ${K26_PROBE_FIRST:-0} == 1 ]]; then k26_probe && checkpoint_mode probe; fi
-  export GDN_UCACHE_OURS_MODULE=$NEXTF
+  # (grid_sweep names next as `ours` itself: --modules ours=$NEXTF)
   # shellcheck disable=SC2086 # a word list
   grid_sweep k26 ${K26_VARIANTS:-ours:base ours:base+stag500 ours:base+stag1000 \
     ours:base+stag2000 ours:base+stag4000}
   checkpoint_mode sweep
-  unset GDN_UCACHE_OURS_MODULE
   if [[ ${K26_PROBE_FIRST:-0} != 1 ]]; then k26_probe; fi
   finish_mode
   ;;

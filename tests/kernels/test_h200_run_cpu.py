@@ -591,7 +591,7 @@ def test_k26_sweeps_stag_then_probes_producer_consumer(tmp_path: Path) -> None:
         "--variants ours:base ours:base+stag500 ours:base+stag1000 ours:base+stag2000 "
         "ours:base+stag4000 " in sweep[0]
     )
-    assert "GDN_UCACHE_OURS_MODULE=kernels/gdn_ucache_flush_next.py" in sweep[0]
+    assert "--modules ours=kernels/gdn_ucache_flush_next.py " in sweep[0]
     probe = [ln for ln in lines if "bench.pc_probe" in ln]
     assert len(probe) == 1 and "--configs plain:0 pc:3:2:0 " in probe[0]
     assert "GDN_UCACHE_OURS_MODULE=kernels" not in probe[0]
