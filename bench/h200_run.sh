@@ -140,7 +140,8 @@
 #                                  # flashinfer, then bench/pc_probe.py (the producer / consumer
 #                                  # structure streaming the state alone, with a serial tail per
 #                                  # row, vs one-row-per-CTA, flashinfer and the shipped kernel;
-#                                  # K26_PC_CONFIGS replaces its configurations)
+#                                  # K26_PC_CONFIGS replaces its configurations), then one
+#                                  # row's on-chip latency (warm L2, chain at nprog1, B 1/4/16)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -292,6 +293,19 @@ k26_probe() {
   timeout 150 python3 -m bench.pc_probe --hv 32 64 --batch 32 256 --reps 20 \
     --json "$out/pc-probe-k26.json" ${K26_PC_CONFIGS:+--configs $K26_PC_CONFIGS} 2>&1 |
     tee "$out/pc-probe-k26.log" | tail -n 20 || true
+}
+
+# k26's row latency: one CTA per (head, SM) walking B rows out of a warm L2 (chain: late13 with
+# persistent CTAs, nprog1), so the slope of time over B is one row's on-chip latency, the number
+# a producer / consumer kernel's consumers must beat (with / without phase 5 and all math)
+k26_rowlat() {
+  # shellcheck disable=SC2086 # a word list
+  timeout 70 python3 bench/knockout.py --warm --reps 20 --arm serving --hv 32 --batch 1 4 16 \
+    --flush 0 100 --budget-s 55 --json "$out/rowlat-k26.json" --backends flashinfer \
+    --modules "ours=$NEXTF" --variants ${K26_ROWLAT_VARIANTS:-ours:bv128+late13 \
+    ours:bv128+late13+persist1+nprog1 ours:bv128+late13+persist1+nprog1+no_epi \
+    ours:bv128+late13+persist1+nprog1+no_all} 2>&1 |
+    tee "$out/rowlat-k26.log" | grep -v '^# v' | tail -n 16 || true
 }
 
 # #3's suite forced onto next with one knob on top of the table's B >= 128 load-order knobs
@@ -794,13 +808,13 @@ k26)
   # alone (bench/pc_probe.py): does one producer warp per CTA keep the state stream at
   # flashinfer's rate while the consumers spend a serial tail on every row?
   # (K26_PROBE_FIRST=1: the probe before the sweep, for a call that may be cut short)
-  if [[ ${K26_PROBE_FIRST:-0} == 1 ]]; then k26_probe && checkpoint_mode probe; fi
+  if [[ ${K26_PROBE_FIRST:-0} == 1 ]]; then k26_probe && k26_rowlat && checkpoint_mode probe; fi
   # (grid_sweep names next as `ours` itself: --modules ours=$NEXTF)
   # shellcheck disable=SC2086 # a word list
   grid_sweep k26 ${K26_VARIANTS:-ours:base ours:base+stag500 ours:base+stag1000 \
     ours:base+stag2000 ours:base+stag4000}
   checkpoint_mode sweep
-  if [[ ${K26_PROBE_FIRST:-0} != 1 ]]; then k26_probe; fi
+  if [[ ${K26_PROBE_FIRST:-0} != 1 ]]; then k26_probe && k26_rowlat; fi
   finish_mode
   ;;
 k15)

@@ -585,7 +585,7 @@ def test_k26_sweeps_stag_then_probes_producer_consumer(tmp_path: Path) -> None:
     `ours`, its own configurations unless K26_PC_CONFIGS names some)."""
     calls, out = run_mode(tmp_path, "k26", {"K26_PC_CONFIGS": "plain:0 pc:3:2:0"})
     lines = calls.splitlines()
-    sweep = [ln for ln in lines if "bench/knockout.py" in ln]
+    sweep = [ln for ln in lines if "sweep-k26" in ln]
     assert len(sweep) == 1
     assert (
         "--variants ours:base ours:base+stag500 ours:base+stag1000 ours:base+stag2000 "
@@ -596,6 +596,11 @@ def test_k26_sweeps_stag_then_probes_producer_consumer(tmp_path: Path) -> None:
     assert len(probe) == 1 and "--configs plain:0 pc:3:2:0 " in probe[0]
     assert "GDN_UCACHE_OURS_MODULE=kernels" not in probe[0]
     assert lines.index(sweep[0]) < lines.index(probe[0])
+    rowlat = [ln for ln in lines if "rowlat-k26" in ln]
+    assert len(rowlat) == 1 and lines.index(probe[0]) < lines.index(rowlat[0])
+    assert "--warm " in rowlat[0] and "--batch 1 4 16 " in rowlat[0]
+    assert " ours:bv128+late13+persist1+nprog1 " in rowlat[0]
+    assert "--modules ours=kernels/gdn_ucache_flush_next.py " in rowlat[0]
     assert sorted(p.name for p in out.iterdir()) == [
         "kernel", "kernel-k26-sweep.tar.gz", "kernel-k26.tar.gz",
     ]  # fmt: skip
@@ -607,8 +612,9 @@ def test_k26_short_form_probes_first_and_bounds_the_sweep(tmp_path: Path) -> Non
     calls, out = run_mode(tmp_path, "k26", {"K26_PROBE_FIRST": "1", "SWEEP_BUDGET_S": "60"})
     lines = calls.splitlines()
     probe = [i for i, ln in enumerate(lines) if "bench.pc_probe" in ln]
-    sweep = [i for i, ln in enumerate(lines) if "bench/knockout.py" in ln]
-    assert len(probe) == 1 and len(sweep) == 1 and probe[0] < sweep[0]
+    sweep = [i for i, ln in enumerate(lines) if "sweep-k26" in ln]
+    rowlat = [i for i, ln in enumerate(lines) if "rowlat-k26" in ln]
+    assert len(probe) == 1 and len(sweep) == 1 and probe[0] < rowlat[0] < sweep[0]
     assert "--budget-s 60 " in lines[sweep[0]]
     assert sorted(p.name for p in out.iterdir()) == [
         "kernel", "kernel-k26-probe.tar.gz", "kernel-k26-sweep.tar.gz", "kernel-k26.tar.gz",
