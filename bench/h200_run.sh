@@ -297,14 +297,15 @@ k26_probe() {
 
 # k26's row latency: one CTA per (head, SM) walking B rows out of a warm L2 (chain: late13 with
 # persistent CTAs, nprog1), so the slope of time over B is one row's on-chip latency, the number
-# a producer / consumer kernel's consumers must beat (with / without phase 5 and all math)
+# a producer / consumer kernel's consumers must beat (minus `stream`, the same walk without the
+# math: one row's math on chip; no_epi: phase 5's share; no_all: the trips alone)
 k26_rowlat() {
   # shellcheck disable=SC2086 # a word list
   timeout 70 python3 bench/knockout.py --warm --reps 20 --arm serving --hv 32 --batch 1 4 16 \
     --flush 0 100 --budget-s 55 --json "$out/rowlat-k26.json" --backends flashinfer \
     --modules "ours=$NEXTF" --variants ${K26_ROWLAT_VARIANTS:-ours:bv128+late13 \
     ours:bv128+late13+persist1+nprog1 ours:bv128+late13+persist1+nprog1+no_epi \
-    ours:bv128+late13+persist1+nprog1+no_all} 2>&1 |
+    ours:bv128+late13+persist1+nprog1+stream ours:bv128+late13+persist1+nprog1+no_all} 2>&1 |
     tee "$out/rowlat-k26.log" | grep -v '^# v' | tail -n 16 || true
 }
 
