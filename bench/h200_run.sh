@@ -810,11 +810,14 @@ k26)
   # flashinfer's rate while the consumers spend a serial tail on every row?
   # (K26_PROBE_FIRST=1: the probe before the sweep, for a call that may be cut short)
   if [[ ${K26_PROBE_FIRST:-0} == 1 ]]; then k26_probe && k26_rowlat && checkpoint_mode probe; fi
-  # (grid_sweep names next as `ours` itself: --modules ours=$NEXTF)
-  # shellcheck disable=SC2086 # a word list
-  grid_sweep k26 ${K26_VARIANTS:-ours:base ours:base+stag500 ours:base+stag1000 \
-    ours:base+stag2000 ours:base+stag4000}
-  checkpoint_mode sweep
+  # (grid_sweep names next as `ours` itself: --modules ours=$NEXTF; K26_SWEEP=0: no sweep, for
+  # a lease with ~2 minutes left)
+  if [[ ${K26_SWEEP:-1} != 0 ]]; then
+    # shellcheck disable=SC2086 # a word list
+    grid_sweep k26 ${K26_VARIANTS:-ours:base ours:base+stag500 ours:base+stag1000 \
+      ours:base+stag2000 ours:base+stag4000}
+    checkpoint_mode sweep
+  fi
   if [[ ${K26_PROBE_FIRST:-0} != 1 ]]; then k26_probe && k26_rowlat; fi
   finish_mode
   ;;

@@ -619,3 +619,15 @@ def test_k26_short_form_probes_first_and_bounds_the_sweep(tmp_path: Path) -> Non
     assert sorted(p.name for p in out.iterdir()) == [
         "kernel", "kernel-k26-probe.tar.gz", "kernel-k26-sweep.tar.gz", "kernel-k26.tar.gz",
     ]  # fmt: skip
+
+
+def test_k26_without_sweep_probes_and_times_rows_only(tmp_path: Path) -> None:
+    """K26_SWEEP=0 (a lease with ~2 minutes left): the probe and the row-latency step, no sweep."""
+    calls, out = run_mode(tmp_path, "k26", {"K26_PROBE_FIRST": "1", "K26_SWEEP": "0"})
+    lines = calls.splitlines()
+    assert [ln for ln in lines if "sweep-k26" in ln] == []
+    assert len([ln for ln in lines if "bench.pc_probe" in ln]) == 1
+    assert len([ln for ln in lines if "rowlat-k26" in ln]) == 1
+    assert sorted(p.name for p in out.iterdir()) == [
+        "kernel", "kernel-k26-probe.tar.gz", "kernel-k26.tar.gz",
+    ]  # fmt: skip
