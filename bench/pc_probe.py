@@ -26,7 +26,13 @@ Kernels (items = B * HV, item i = row i // HV, head i % HV, as the real grid ord
   then spin the tail and write: the tail runs while the producer refills the stage.
 
 `tail` (clock cycles, ~1.98 GHz on the H200 / H100 SXM) stands in for phases 1-5's serial work per
-item. Reading: if `pc` at tail ~ phase 5's cost streams at or below flashinfer where `plain`
+item. A clock spin issues few instructions, so it stands for the math's latency but not for its
+issue pressure; the `wN` form of TAIL (session 27) runs N iterations of four independent fp32 FMA
+chains per consumer thread instead (~6 warp instructions per iteration: w200 ~ 1.2 k per warp
+per item, the shipped kernel's ~4.8 k per row over 4 warps), whose result reaches the output only
+under a condition that never holds, so the checksum stays the state's.
+
+Reading: if `pc` at tail ~ phase 5's cost streams at or below flashinfer where `plain`
 with the same tail does not, the producer / consumer kernel is worth building; if `pc` cannot
 reach the floor even at tail 0, it is not (at that residency).
 
@@ -57,7 +63,7 @@ _CACHE: dict[tuple, Any] = {}
 
 
 def check_config(
-    mode: str, stages: int, ctas: int, copy_bytes: int, tail: int, warps: int = 4
+    mode: str, stages: int, ctas: int, copy_bytes: int, tail: int, warps: int = 4, work: int = 0
 ) -> None:
     """Raise ValueError naming what to change if the configuration cannot be built."""
     if mode not in MODES:
@@ -69,6 +75,11 @@ def check_config(
         )
     if not 0 <= tail < 1 << 20:
         raise ValueError(f"tail={tail}: expected clock cycles in 0..{(1 << 20) - 1}")
+    if not 0 <= work < 1 << 16 or (work and tail):
+        raise ValueError(
+            f"work={work}, tail={tail}: expected FMA-loop iterations in 0..{(1 << 16) - 1}, "
+            "with tail 0 (a tail is cycles or work, not both)"
+        )
     if warps not in WARP_CHOICES or (mode == "plain" and warps != 4):
         raise ValueError(f"warps={warps}: expected one of {WARP_CHOICES} (plain: 4)")
     if mode == "pc":
@@ -86,7 +97,7 @@ def _build_class() -> type:
     import cuda.bindings.driver as cuda_drv
     import cutlass
     import cutlass.cute as cute
-    from cutlass import BFloat16, Int32, Int64
+    from cutlass import BFloat16, Float32, Int32, Int64
     from cutlass.memory import SmemAllocator
 
     def lds_v4(addr: Any) -> tuple:
@@ -148,6 +159,19 @@ def _build_class() -> type:
                 elapsed = cute.arch.clock64() - t0
 
     @cute.jit
+    def busy(iters: cutlass.Constexpr, acc: list) -> list:
+        """`iters` iterations of four independent fp32 FMA chains seeded from acc (issue
+        pressure like the math's); acc comes back unchanged unless the chains' sum is -1, which
+        sums of positive terms never are (ptxas cannot know: the loop stays)."""
+        if cutlass.const_expr(iters > 0):
+            x = [Float32(acc[i] & Int32(255)) for i in range(4)]
+            for _ in cutlass.range(iters, unroll=1):
+                x = [x[i] * Float32(0.999) + Float32(1.0) for i in range(4)]
+            hit = (x[0] + x[1]) + (x[2] + x[3]) == Float32(-1.0)
+            acc = [acc[0] ^ cutlass.select_(hit, Int32(1), Int32(0)), acc[1], acc[2], acc[3]]
+        return acc
+
+    @cute.jit
     def item_src(pool: Any, idx: Any, hv: Any, pool_s0: Any, item: Any) -> Any:
         """Item `item`'s state: row item // hv, head item % hv, at the row's pool slot."""
         z = item // hv
@@ -163,10 +187,13 @@ def _build_class() -> type:
         tid: Any,
         tail: cutlass.Constexpr,
         nthreads: cutlass.Constexpr,
+        work: cutlass.Constexpr,
     ) -> None:
-        """The tail, then this thread's part of the item's 2 KB: its 16 bytes (128 consumer
-        threads), or 8 bytes (256: the 4 words folded to 2), so both forms write 2 KB."""
+        """The tail (spin or FMA work), then this thread's part of the item's 2 KB: its 16
+        bytes (128 consumer threads), or 8 bytes (256: the 4 words folded to 2), so both forms
+        write 2 KB."""
         spin(tail)
+        acc = busy(work, acc)
         per = OUT_ELEMS * 2 // nthreads  # bytes per thread
         dst = out + (Int64(item) * Int64(OUT_ELEMS) + Int64(tid * (per // 2)))
         if cutlass.const_expr(per == 16):
@@ -176,8 +203,9 @@ def _build_class() -> type:
 
     class StreamProbe:
         def __init__(
-            self, mode: str, stages: int, ctas: int, copy_bytes: int, tail: int, warps: int
-        ):
+            self, mode: str, stages: int, ctas: int, copy_bytes: int, tail: int, warps: int,
+            work: int,
+        ):  # fmt: skip
             # built only by compile_probe, which has checked the configuration
             self.warps = warps
             self.consumers = 32 * warps
@@ -186,6 +214,7 @@ def _build_class() -> type:
             self.ctas = ctas
             self.copy_bytes = copy_bytes
             self.tail = tail
+            self.work = work
             self.threads = self.consumers + (32 if mode == "pc" else 0)
 
         @cute.jit
@@ -241,7 +270,7 @@ def _build_class() -> type:
                     arm_and_copy(src, stage0, full, self.copy_bytes)
                 cute.arch.mbarrier_wait(full, 0)
                 acc = read_share(stage0, tid, self.consumers)
-                finish(out, acc, cta, tid, self.tail, self.consumers)
+                finish(out, acc, cta, tid, self.tail, self.consumers, self.work)
             else:
                 n_mine = (items - cta + nprog - Int32(1)) // nprog
                 if warp == self.warps:  # the producer: the warp after the consumers
@@ -265,7 +294,9 @@ def _build_class() -> type:
                         cute.arch.sync_warp()
                         if lane == 0:
                             cute.arch.mbarrier_arrive(empty + s)
-                        finish(out, acc, cta + it * nprog, tid, self.tail, self.consumers)
+                        finish(
+                            out, acc, cta + it * nprog, tid, self.tail, self.consumers, self.work
+                        )
 
     return StreamProbe
 
@@ -274,12 +305,12 @@ _CLASS: list[type] = []
 
 
 def compile_probe(
-    mode: str, stages: int, ctas: int, copy_bytes: int, tail: int, warps: int = 4
+    mode: str, stages: int, ctas: int, copy_bytes: int, tail: int, warps: int = 4, work: int = 0
 ) -> Any:
     """The compiled probe for exactly these compile-time constants (cached)."""
-    check_config(mode, stages, ctas, copy_bytes, tail, warps)
+    check_config(mode, stages, ctas, copy_bytes, tail, warps, work)
     pc = mode == "pc"
-    key = (mode, stages if pc else 1, ctas if pc else 0, copy_bytes, tail, warps)
+    key = (mode, stages if pc else 1, ctas if pc else 0, copy_bytes, tail, warps, work)
     if key in _CACHE:
         return _CACHE[key]
     import cuda.bindings.driver as cuda_drv
@@ -290,7 +321,7 @@ def compile_probe(
 
     if not _CLASS:
         _CLASS.append(_build_class())
-    probe = _CLASS[0](mode, stages, ctas, copy_bytes, tail, warps)
+    probe = _CLASS[0](mode, stages, ctas, copy_bytes, tail, warps, work)
     gm = cute.AddressSpace.gmem
     args = [
         make_ptr(cutlass.BFloat16, 256, gm, assumed_align=16),
@@ -356,21 +387,29 @@ def expected_checksum(pool: torch.Tensor, idx: torch.Tensor, warps: int = 4) -> 
     return acc.reshape(acc.shape[0], -1)
 
 
-def parse_config(text: str) -> tuple[str, int, int, int, int, int]:
+def parse_config(text: str) -> tuple[str, int, int, int, int, int, int]:
     """`plain:TAIL` or `pc:STAGES:CTAS:TAIL[:WARPS[:COPY]]` (WARPS consumer warps, default 4;
-    COPY bytes per bulk copy, default 4096) -> (mode, stages, ctas, copy, tail, warps)."""
+    COPY bytes per bulk copy, default 4096; TAIL clock cycles, or `wN`: N FMA-loop iterations)
+    -> (mode, stages, ctas, copy, tail, warps, work)."""
     parts = text.split(":")
+
+    def tail_work(token: str) -> tuple[int, int]:
+        return (0, int(token[1:])) if token.startswith("w") else (int(token), 0)
+
     try:
         if parts[0] == "plain" and len(parts) == 2:
-            return "plain", 1, 1, 4096, int(parts[1]), 4
+            tail, work = tail_work(parts[1])
+            return "plain", 1, 1, 4096, tail, 4, work
         if parts[0] == "pc" and len(parts) in (4, 5, 6):
             warps = int(parts[4]) if len(parts) >= 5 else 4
             copy = int(parts[5]) if len(parts) == 6 else 4096
-            return "pc", int(parts[1]), int(parts[2]), copy, int(parts[3]), warps
+            tail, work = tail_work(parts[3])
+            return "pc", int(parts[1]), int(parts[2]), copy, tail, warps, work
     except ValueError:
         pass
     raise ValueError(
-        f"config {text!r}: expected plain:TAIL or pc:STAGES:CTAS:TAIL[:WARPS[:COPY]] (integers)"
+        f"config {text!r}: expected plain:TAIL or pc:STAGES:CTAS:TAIL[:WARPS[:COPY]] (integers;"
+        " TAIL may be wN)"
     )
 
 
@@ -407,6 +446,11 @@ def main() -> int:
             "pc:2:2:2000:8",
             "pc:2:2:4000:8",
             "pc:2:2:2000:8:1024",
+            # issue pressure (session 27): plain with the shipped kernel's ~1.2 k instructions
+            # per warp per row, pc:2:2 with 8 warps sharing the row's ~4.8 k (w100) or twice it
+            "plain:w200",
+            "pc:2:2:w100:8",
+            "pc:2:2:w200:8",
         ],  # fmt: skip
     )
     ap.add_argument("--reps", type=int, default=20)

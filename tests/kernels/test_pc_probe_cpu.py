@@ -27,6 +27,8 @@ from bench import pc_probe  # noqa: E402
         (("pc", 6, 2, 4096, 0), "lower ctas or stages"),
         (("pc", 2, 2, 4096, 0, 6), "warps"),
         (("plain", 1, 1, 4096, 0, 8), "plain: 4"),
+        (("pc", 2, 2, 4096, 2000, 8, 200), "not both"),
+        (("pc", 2, 2, 4096, 0, 8, 1 << 16), "FMA-loop iterations"),
     ],
 )
 def test_bad_configs_name_what_to_change(config: tuple, names: str) -> None:
@@ -35,11 +37,14 @@ def test_bad_configs_name_what_to_change(config: tuple, names: str) -> None:
 
 
 def test_parse_config_forms() -> None:
-    assert pc_probe.parse_config("plain:2000") == ("plain", 1, 1, 4096, 2000, 4)
-    assert pc_probe.parse_config("pc:3:2:0") == ("pc", 3, 2, 4096, 0, 4)
-    assert pc_probe.parse_config("pc:2:3:2000:8") == ("pc", 2, 3, 4096, 2000, 8)
-    assert pc_probe.parse_config("pc:2:2:2000:8:1024") == ("pc", 2, 2, 1024, 2000, 8)
-    for bad in ("pc:3:2", "plain", "pc:a:2:0", "pc:1:2:3:4:5:6"):
+    assert pc_probe.parse_config("plain:2000") == ("plain", 1, 1, 4096, 2000, 4, 0)
+    assert pc_probe.parse_config("pc:3:2:0") == ("pc", 3, 2, 4096, 0, 4, 0)
+    assert pc_probe.parse_config("pc:2:3:2000:8") == ("pc", 2, 3, 4096, 2000, 8, 0)
+    assert pc_probe.parse_config("pc:2:2:2000:8:1024") == ("pc", 2, 2, 1024, 2000, 8, 0)
+    # wN: N FMA-loop iterations instead of clock cycles
+    assert pc_probe.parse_config("pc:2:2:w200:8") == ("pc", 2, 2, 4096, 0, 8, 200)
+    assert pc_probe.parse_config("plain:w100") == ("plain", 1, 1, 4096, 0, 4, 100)
+    for bad in ("pc:3:2", "plain", "pc:a:2:0", "pc:1:2:3:4:5:6", "pc:2:2:wx"):
         with pytest.raises(ValueError, match="expected plain:TAIL or pc:STAGES:CTAS:TAIL"):
             pc_probe.parse_config(bad)
 
@@ -114,6 +119,17 @@ def test_pc_with_eight_consumer_warps(tmp_path: Path) -> None:
     assert ".maxntid 288" in ptx or ".reqntid 288" in ptx
     assert ptx.count("ld.shared.v4.b32") == 8
     assert "st.global.v2.b32" in ptx and "st.global.v4.b32" not in ptx
+
+
+def test_work_tail_is_an_fma_loop_that_only_an_impossible_sum_lets_out(tmp_path: Path) -> None:
+    """The wN form: a run-time loop of four fp32 FMAs per iteration (issue pressure, not a clock
+    spin), its sum compared with -1.0 and folded into the checksum by a select (never taken on
+    the GPU: the written bytes stay the state's checksum)."""
+    ptx = _compile_ptx(tmp_path, [("pc", 2, 2, 4096, 0, 8, 200)])
+    assert "%clock64" not in ptx
+    assert ptx.count("fma.rn.f32") == 4  # one loop body, not 200 unrolled copies
+    assert "setp.eq.f32" in ptx and "0fBF800000" in ptx  # == -1.0
+    assert "200" in ptx  # the trip count
 
 
 def test_ratio_table_reads_each_column_against_flashinfer_and_the_floor() -> None:
