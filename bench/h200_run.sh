@@ -134,7 +134,7 @@
 #   bash bench/h200_run.sh k25     # ~60 s (session 21): B=1 on a warm L2 (the 4 us target): rows
 #                                  # per CTA 16/32/64/128 with actfirst vs the table vs flashinfer,
 #                                  # two processes (K25_VARIANTS replaces the columns)
-#   bash bench/h200_run.sh k26     # ~250 s (session 26): the lockstep-tail test (next's stagN:
+#   bash bench/h200_run.sh k26     # ~320 s (session 26-27): the lockstep-tail test (next's stagN:
 #                                  # odd CTAs of the first wave start N ns late; K26_VARIANTS
 #                                  # replaces the sweep's columns) on the session-19/20 grid vs
 #                                  # flashinfer, then bench/pc_probe.py (the producer / consumer
@@ -290,7 +290,7 @@ finish_mode() {
 # k26's producer / consumer probe (bench/pc_probe.py; the shipped file as `ours`)
 k26_probe() {
   # shellcheck disable=SC2086 # a word list
-  timeout 150 python3 -m bench.pc_probe --hv 32 64 --batch 32 256 --reps 20 \
+  timeout 200 python3 -m bench.pc_probe --hv 32 64 --batch 32 256 --reps 20 \
     --json "$out/pc-probe-k26.json" ${K26_PC_CONFIGS:+--configs $K26_PC_CONFIGS} 2>&1 |
     tee "$out/pc-probe-k26.log" | tail -n 20 || true
 }
