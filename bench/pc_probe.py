@@ -456,9 +456,12 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    configs = [parse_config(c) for c in args.configs]
-    for c in configs:
-        check_config(*c)
+    try:
+        configs = [parse_config(c) for c in args.configs]
+        for c in configs:
+            check_config(*c)
+    except ValueError as e:
+        ap.error(str(e))  # exit 2 with the usage line and what to change, no traceback
     if not torch.cuda.is_available():
         print("# pc_probe: no CUDA device; nothing timed", flush=True)
         return 0

@@ -138,3 +138,15 @@ def test_ratio_table_reads_each_column_against_flashinfer_and_the_floor() -> Non
     table = pc_probe.ratio_table(["flashinfer", "pc:2:2:0:8"], rows).splitlines()
     assert table[0].startswith("| HV | B | floor us | flashinfer /fi (/floor)")
     assert table[2] == "| 64 | 256 | 130.0 | 1.000 (1.23) | 0.900 (1.11) WRONG |"
+
+
+def test_bad_config_on_the_command_line_is_a_usage_error() -> None:
+    """A bad --configs word exits 2 with the message naming the expected forms, no traceback."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.pc_probe", "--configs", "pc:2:2:wq:8"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "TAIL may be wN" in proc.stderr and "Traceback" not in proc.stderr
