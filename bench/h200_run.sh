@@ -142,6 +142,12 @@
 #                                  # row, vs one-row-per-CTA, flashinfer and the shipped kernel;
 #                                  # K26_PC_CONFIGS replaces its configurations), then one
 #                                  # row's on-chip latency (warm L2, chain at nprog1, B 1/4/16)
+#   bash bench/h200_run.sh k28     # ~330 s (session 28): next's pc (chain + a producer warp,
+#                                  # two stages per CTA, 2 CTAs/SM): the pc candidates' GPU
+#                                  # conformance on next and #3's suite forced onto pc, then a
+#                                  # cold-L2 sweep of the session-19/20 grid (the table, pc, pc +
+#                                  # wvearly, pc + no_epi vs flashinfer; K28_VARIANTS replaces
+#                                  # it), then k26's probe and rowlat (K28_PROBE=0: without them)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -819,6 +825,32 @@ k26)
     checkpoint_mode sweep
   fi
   if [[ ${K26_PROBE_FIRST:-0} != 1 ]]; then k26_probe && k26_rowlat; fi
+  finish_mode
+  ;;
+k28)
+  # session 28: pc must be correct before it is timed. The candidates' cases (pad rows, GQA,
+  # 2 programs walking rows; the vLLM layout under a CUDA graph) on next, then #3's suite with
+  # pc forced (late13, BV=128, 2 programs so that every CTA walks rows), both in parallel
+  pids=()
+  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_CONFORMANCE_OUT=$out/conformance-candidate-pc.json \
+    timeout 170 python3 -m pytest tests/kernels/test_ours_conformance_gpu.py -v --tb=line \
+    -p no:cacheprovider -rfE -k "candidate and pc" >"$out/conformance-candidate-pc.log" 2>&1 &
+  pids+=($!)
+  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_PC=1 GDN_UCACHE_PERSIST=2 GDN_UCACHE_NPROG=2 \
+    GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 setsid timeout 170 python3 \
+    tests/conformance/run_gpu_suite.py --out "$out/suite-k28-pc" --backends ours \
+    --arms serving,bf16 --deadline-s 150 --jobs 4 --max-steps 300 >"$out/suite-k28-pc.log" 2>&1 &
+  pids+=($!)
+  wait "${pids[@]}" || true
+  conformance_summary 150
+  echo "== suite-k28-pc:"
+  tail -2 "$out/suite-k28-pc.log"
+  checkpoint_mode conf
+  # shellcheck disable=SC2086 # a word list
+  grid_sweep k28 ${K28_VARIANTS:-ours:base ours:bv128+late13+persist2+pc \
+    ours:bv128+late13+persist2+pc+wvearly ours:bv128+late13+persist2+pc+no_epi}
+  checkpoint_mode sweep
+  if [[ ${K28_PROBE:-1} != 0 ]]; then k26_probe && k26_rowlat; fi
   finish_mode
   ;;
 k15)

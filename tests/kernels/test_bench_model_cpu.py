@@ -29,6 +29,7 @@ FLAG_KNOBS = {
     "ostage",
     "stef",
     "tproj",
+    "pc",
 }
 
 
