@@ -148,6 +148,10 @@
 #                                  # cold-L2 sweep of the session-19/20 grid (the table, pc, pc +
 #                                  # wvearly, pc + no_epi vs flashinfer; K28_VARIANTS replaces
 #                                  # it), then k26's probe and rowlat (K28_PROBE=0: without them)
+#   bash bench/h200_run.sh k28n    # ~200 s (session 28): why pc loses (k28-h100): one row's
+#                                  # time on an idle SM (pc at nprog1, B 1/4/16, warm L2) and
+#                                  # Nsight Compute of the table, flashinfer and pc at B=256
+#                                  # verify-only (issue slots, warps active, stall reasons)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -851,6 +855,26 @@ k28)
     ours:bv128+late13+persist2+pc+wvearly ours:bv128+late13+persist2+pc+no_epi}
   checkpoint_mode sweep
   if [[ ${K28_PROBE:-1} != 0 ]]; then k26_probe && k26_rowlat; fi
+  finish_mode
+  ;;
+k28n)
+  # session 28: pc (4 consumer warps, 2 CTAs/SM) ran 4-13 % behind the table on an H100 while
+  # pc + no_epi and pc + stream kept flashinfer's rate: its consumers bind. Are they short of
+  # issue slots (then 8 consumer warps would not help) or of warps to hide latency (then they
+  # would)? One row's time with the next row always staged (pc at nprog1: 32 CTAs, idle SMs),
+  # then the profiles.
+  # shellcheck disable=SC2086 # a word list
+  timeout 70 python3 bench/knockout.py --warm --reps 20 --arm serving --hv 32 --batch 1 4 16 \
+    --flush 0 100 --budget-s 50 --json "$out/rowlat-pc.json" --backends flashinfer \
+    --modules "ours=$NEXTF" --variants ${K28N_ROWLAT:-ours:bv128+late13+persist1+nprog1 \
+    ours:bv128+late13+persist1+nprog1+pc ours:bv128+late13+persist1+nprog1+pc+no_epi \
+    ours:bv128+late13+persist1+nprog1+pc+stream} 2>&1 |
+    tee "$out/rowlat-pc.log" | grep -v '^# v' | tail -n 12 || true
+  checkpoint_mode rowlat
+  ncu_profile ncu-k28-table 100 --backends ours flashinfer --hv 32 64 --batch 256 --flush 0
+  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_PC=1 GDN_UCACHE_PERSIST=2 GDN_UCACHE_LATE=13 \
+    GDN_UCACHE_BV=128 ncu_profile ncu-k28-pc 70 --backends ours --hv 32 64 --batch 256 --flush 0
+  rm -f "$out"/*.ncu-rep
   finish_mode
   ;;
 k15)
