@@ -178,6 +178,9 @@ CANDIDATES = (
     # window weights from the stage's g row before phase 1's barrier
     "bv128+late13+persist2+pc",
     "bv128+late13+persist2+pc+wvearly",
+    # session 28 (k28n): three stages per CTA (147 KB: 1 CTA/SM), to tell whether two stages
+    # are too few for a fill to land within one consumer row under load
+    "bv128+late13+persist1+pc3",
     # Left in session 21, after the H200 had timed them (the knobs stay in next, each still
     # checked by its forced suite in its h200_run mode): the other dsreg / nobar forms (no gain
     # at B >= 128 on either card), chain (sessions 18-19: slower), tepi (1-2 % slower), afe alone
@@ -239,6 +242,8 @@ def variant_env(name: str) -> dict[str, str]:
             env["GDN_UCACHE_PERSIST"] = part[7:]
         elif part.startswith("nprog") and part[5:].isdigit():
             env["GDN_UCACHE_NPROG"] = part[5:]
+        elif part.startswith("pc") and part[2:].isdigit():
+            env["GDN_UCACHE_PC"] = part[2:]  # pcN: N shared-memory stages per CTA (pc = 2)
         elif part in ("pf", "pf1", "pf2"):
             env["GDN_UCACHE_PREFETCH"] = part[2:] or "1"
         elif any(part.startswith(p) and part[len(p) :].isdigit() for p in ("pad", "stag")):

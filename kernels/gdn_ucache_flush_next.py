@@ -1501,7 +1501,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         return g_words
 
     # ---- pc (session 28): the producer warp and the consumers' reads of its stage ----------
-    PC_STAGES = 2  # rows per CTA in shared memory: the one being computed, the next in flight
 
     def lds_b16_at(addr: Any) -> Any:
         """A raw 16-bit element (zero-extended) from shared memory at a 32-bit shared address."""
@@ -1524,15 +1523,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         hist, cbase, pool, kc, uc, gc, q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb,
         b_st, pool_s0, kc_s0, uc_s0, gc_s0,
     ):  # fmt: skip
-        # Warp 4 of a pc CTA: rows z0, z0 + nprog, ... into stages it % PC_STAGES. A stage's
+        # Warp 4 of a pc CTA: rows z0, z0 + nprog, ... into stages it % S. A stage's
         # full barrier (count 33) completes when lane 0 has armed it for the state's bytes
         # (after the header's stores), the 16 bulk copies have landed and each lane's cp.async
         # (q/k rows, v slice, windows, g row) have: cp.async.mbarrier.arrive.noinc per lane.
         # Its empty barrier (count 1) is the consumers' release at the row's end.
         T, BV, NX, XR, VSS, XPARTS = dims
         PCW, KOFF, UOFF, GOFF, QOFF, VOFF, HOFF = ks.pc_layout
+        S = ks.pc_stages
         for it in cutlass.range(n_items, unroll=1):
-            s = it % PC_STAGES
+            s = it % S
             bi = z0 + it * nprog
             bi64 = Int64(bi)
             # the cursors and gates first: one DRAM trip that overlaps the wait for the stage
@@ -1542,9 +1542,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             tl = cutlass.min(lane, Int32(T - 1))
             a_raw = ldg_b16(a + (bi64 * a_sb + Int64(tl) * a_st + Int64(hv)))
             b_raw = ldg_b16(b + (bi64 * b_sb + Int64(tl) * b_st + Int64(hv)))
-            if it >= PC_STAGES:
-                # the consumers have released the stage (row it - PC_STAGES)
-                cute.arch.mbarrier_wait(empty + s, (it // PC_STAGES - 1) % 2)
+            if it >= S:
+                # the consumers have released the stage (row it - S)
+                cute.arch.mbarrier_wait(empty + s, (it // S - 1) % 2)
             # their generic-proxy reads of the stage, before the copy engine writes into it
             cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
             st = pcs + s * PCW
@@ -1794,15 +1794,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.stef = flags.stef
             self.afe = flags.afe
             self.tproj = flags.tproj
-            # pc (session 28, kernels/NOTES.md): chain with a producer warp. Warp 4 walks the
-            # CTA's rows and fills PC_STAGES shared-memory stages, each one row's cursors, gates,
-            # q/k rows, v slice, ring windows, g row (cp.async, tied to the stage's full
-            # mbarrier) and whole state (16 bulk copies of 2 KB on the same mbarrier); warps
-            # 0-3 run phases 1-5 from the stage (the row code unchanged: late13's tile layout,
-            # one region per tile) and release it at the row's end. Their CTA barriers become
-            # `bar.sync 1, 128` (the producer never joins one). Row r + 1's bytes are in flight
-            # while row r computes, so phase 5 no longer ends a CTA's stream.
-            self.pc = flags.pc
+            # pc (session 28, kernels/NOTES.md): chain with a producer warp. Warp 4 walks the CTA's
+            # rows and fills pc_stages (2 or 3) shared-memory stages, each one row's cursors, gates,
+            # q/k rows, v slice, ring windows, g row (cp.async, tied to the stage's full mbarrier)
+            # and whole state (16 bulk copies of 2 KB on the same mbarrier); warps 0-3 run phases
+            # 1-5 from the stage (the row code unchanged: late13's tile layout, one region per tile)
+            # and release it at the row's end. Their CTA barriers become `bar.sync 1, 128` (the
+            # producer never joins one). Row r + 1's bytes are in flight while row r computes, so
+            # phase 5 no longer ends a CTA's stream.
+            self.pc = flags.pc > 0
+            self.pc_stages = flags.pc
             self.threads = THREADS + (32 if self.pc else 0)
             if self.pc:
                 assert self.chain and BV == 128 and self.vec_qk and self.xdirect
@@ -2089,9 +2090,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # pc: the producer's stages and their full / empty mbarriers
             pcs = pc_full = pc_empty = None
             if cutlass.const_expr(self.pc):
-                pcs = smem.allocate_array(Int32, PC_STAGES * self.pc_layout[0], byte_alignment=128)
-                pc_full = smem.allocate_array(Int64, PC_STAGES, byte_alignment=8)
-                pc_empty = smem.allocate_array(Int64, PC_STAGES, byte_alignment=8)
+                pcs = smem.allocate_array(
+                    Int32, self.pc_stages * self.pc_layout[0], byte_alignment=128
+                )
+                pc_full = smem.allocate_array(Int64, self.pc_stages, byte_alignment=8)
+                pc_empty = smem.allocate_array(Int64, self.pc_stages, byte_alignment=8)
             if cutlass.const_expr(self.pad_bytes > 0):
                 smem.allocate_array(Int32, self.pad_bytes // 4, byte_alignment=16)
 
@@ -2192,7 +2195,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             alog_pc = dtb_pc = None
             if cutlass.const_expr(self.pc):
                 if tid == 0:
-                    for s_i in cutlass.range_constexpr(PC_STAGES):
+                    for s_i in cutlass.range_constexpr(self.pc_stages):
                         cute.arch.mbarrier_init(pc_full + s_i, 1 + 32)  # see pc_producer
                         cute.arch.mbarrier_init(pc_empty + s_i, 1)
                     cute.arch.mbarrier_init_fence()
@@ -2260,8 +2263,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 bi = z0 + it * nprog
                 if cutlass.const_expr(self.pc):
                     # this row's stage: wait until the producer has filled it
-                    s_pc = it % PC_STAGES
-                    cute.arch.mbarrier_wait(pc_full + s_pc, (it // PC_STAGES) % 2)
+                    s_pc = it % self.pc_stages
+                    cute.arch.mbarrier_wait(pc_full + s_pc, (it // self.pc_stages) % 2)
                     pst = pcs + s_pc * self.pc_layout[0]
                     hdr_c = cute.make_tensor(pst + self.pc_layout[6], cute.make_layout(3))
                     slot = hdr_c[0]
@@ -3321,7 +3324,7 @@ class LoadFlags:
     stef: bool = False
     afe: bool = False
     tproj: bool = False
-    pc: bool = False
+    pc: int = 0  # shared-memory stages per CTA (0 = off; GDN_UCACHE_PC=1 means 2)
 
 
 # every knob of LoadFlags by name: the launch table's words, GDN_UCACHE_<NAME>, launch_config's keys
@@ -3349,7 +3352,7 @@ def resolve_flags(
     stef: bool = False,
     afe: bool = False,
     tproj: bool = False,
-    pc: bool = False,
+    pc: int = 0,
 ) -> LoadFlags:
     """The knobs asked for (launch table, GDN_UCACHE_* or a caller), each kept only where its
     launch mode has it: the one place these rules live. A knob that does not apply is off, so
@@ -3359,9 +3362,10 @@ def resolve_flags(
     # bulk modes with persistent CTAs (session 17)
     chain = bool(persist) and bulk
     # chain at BV=128 with a producer warp (session 28): the row's whole state, windows and
-    # activations go through two shared-memory stages filled by warp 4, so the knobs that
-    # schedule the consumers' own copies (t1early, t1l2, nextl2, stef) do not apply
-    pc = bool(pc) and chain and BV == 128
+    # activations go through two (pc=2, or 1) or three (pc=3) shared-memory stages filled by
+    # warp 4, so the knobs that schedule the consumers' own copies (t1early, t1l2, nextl2,
+    # stef) do not apply
+    pc = (2 if int(pc) == 1 else int(pc)) if chain and BV == 128 else 0
     # bulk modes: the warp's next tile is copied into the stage as soon as the current one
     # is in registers for the last time: right after the projection's read on a
     # verify-only row, right after the fold's re-read on a flush row (instead of at the
@@ -3489,7 +3493,7 @@ def compile_variant(
     ostage: bool = False,
     stef: bool = False,
     tproj: bool = False,
-    pc: bool = False,
+    pc: int = 0,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -3543,6 +3547,12 @@ def compile_variant(
     xpf = int(xpf_raw) if xpf_raw else int(xpf)
     if not 0 <= xpf < 1 << 16:
         raise ValueError(f"GDN_UCACHE_XPF={xpf}: expected rows ahead in 0..65535 (0 = off)")
+    pc_raw = os.environ.get("GDN_UCACHE_PC", "").strip()
+    pc = int(pc_raw) if pc_raw else int(pc)
+    if not 0 <= pc <= 3:
+        raise ValueError(
+            f"GDN_UCACHE_PC={pc}: expected 0 (off), 1 or 2 (two stages per CTA) or 3 (three)"
+        )
     flags = resolve_flags(
         T,
         BV,
@@ -3563,7 +3573,7 @@ def compile_variant(
         stef=_flag_knob("GDN_UCACHE_STEF", stef),
         afe=_flag_knob("GDN_UCACHE_AFE", afe),
         tproj=_flag_knob("GDN_UCACHE_TPROJ", tproj),
-        pc=_flag_knob("GDN_UCACHE_PC", pc),
+        pc=pc,
     )
     if flags.pc and not (vec_qk and bsmem and ring_dtype == st_dtype):
         raise ValueError(
@@ -3809,7 +3819,7 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in FLAG_NAMES and part != "xpf":  # xpf takes its distance: xpfN below
             out[part] = 1
             continue
-        for key in ("bv", "mbp", "late", "persist", "xpf"):
+        for key in ("bv", "mbp", "late", "persist", "xpf", "pc"):
             if part.startswith(key) and part[len(key) :].isdigit():
                 out[key] = int(part[len(key) :])
                 break
@@ -4221,9 +4231,8 @@ def _launch(
     vec_qk = os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k)
     # pc's producer copies q/k rows and the v slice by 16-byte cp.async, and its consumers run
     # late13's direct x fragments (smem-staged, ring dtype == state dtype): elsewhere it is chain
-    flags["pc"] = (
-        bool(cfg["pc"])
-        and vec_qk
+    flags["pc"] = int(cfg["pc"]) * (
+        vec_qk
         and _rows_16b(v)
         and RING_TORCH == ST_TORCH
         and os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"

@@ -428,6 +428,14 @@ def test_pc_producer_warp_feeds_two_stages(tmp_path: Path, monkeypatch: pytest.M
         "sm_90a", [[8, 16, 32, 128, "bf16", "bf16", "bf16", 0, 13, 1, 0, 1]], dump, NEXT, info=info
     )
     assert info["smem_bytes"][0] + 1024 <= per_sm
+    # pc3: three stages (one CTA per SM), three full / empty pairs
+    monkeypatch.setenv("GDN_UCACHE_PC", "3")
+    dump = tmp_path / "pc3"
+    dump.mkdir()
+    info = {}
+    pc3 = _compile("sm_90a", variant, dump, NEXT, info=info)[1]
+    assert info["smem_bytes"][0] > smem[1] + 40000 and info["smem_bytes"][0] + 1024 <= per_sm
+    assert n(pc3, "mbarrier.init") == 6 and n(pc3, "mma.sync") == n(chain, "mma.sync")
 
 
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.stem)
