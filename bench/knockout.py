@@ -181,6 +181,9 @@ CANDIDATES = (
     # session 28 (k28n): three stages per CTA (147 KB: 1 CTA/SM), to tell whether two stages
     # are too few for a fill to land within one consumer row under load
     "bv128+late13+persist1+pc3",
+    # session 28: pc at BV=64 (one tile per consumer warp, 60.4 KB: 3 CTAs/SM, 12 consumer
+    # warps per SM with half-length rows)
+    "bv64+late13+persist3+pc",
     # Left in session 21, after the H200 had timed them (the knobs stay in next, each still
     # checked by its forced suite in its h200_run mode): the other dsreg / nobar forms (no gain
     # at B >= 128 on either card), chain (sessions 18-19: slower), tepi (1-2 % slower), afe alone

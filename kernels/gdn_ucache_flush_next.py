@@ -1570,7 +1570,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             nbytes = (
                 Int32(0)
                 if "state" in ks.skip
-                else cutlass.select_(live, Int32(8 * 16 * K_DIM * 2), Int32(0))
+                else cutlass.select_(live, Int32(ks.NTILE * 16 * K_DIM * 2), Int32(0))
             )
             cute.arch.inline_ptx(
                 "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0;"
@@ -1579,7 +1579,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
             cute.arch.sync_warp()
             if cutlass.const_expr("state" not in ks.skip):
-                # lanes 0-15: rows 0-7 / 8-15 (lane % 2) of tile lane // 2 into its region
+                # lanes < 2 NTILE: rows 0-7 / 8-15 (lane % 2) of tile lane // 2 into its region
                 # (bulk_row's layout, the region index = the tile, as late13's warp + 4 ti)
                 tile = lane // 2
                 hh = lane % 2
@@ -1588,7 +1588,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     + Int64(hv * V_DIM_C * K_DIM)
                     + Int64((v0 + tile * 16 + 8 * hh) * K_DIM)
                 )
-                bulk_copy_2k(st + bulk_row(tile, hh), src, fb, as_flag(live & (lane < 16)))
+                bulk_copy_2k(
+                    st + bulk_row(tile, hh), src, fb, as_flag(live & (lane < 2 * ks.NTILE))
+                )
             for j in cutlass.range_constexpr(4):
                 issue_windows(
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, lane + 32 * j,
@@ -1806,12 +1808,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.pc_stages = flags.pc
             self.threads = THREADS + (32 if self.pc else 0)
             if self.pc:
-                assert self.chain and BV == 128 and self.vec_qk and self.xdirect
+                assert self.chain and BV in (64, 128) and self.vec_qk and self.xdirect
                 # one stage, in 32-bit words: 8 state tiles in bulk_row's layout, the k window
                 # (16 rows of KPW words), the u window (16 rows of UWS 16-bit elements), the g
                 # row, the [k; q] rows (16-bit), the v slice (16-bit), then a header of the
                 # cursors (slot, P, base) and the raw a / b gates (one word per token)
-                koff = 8 * BULK_WARP_WORDS
+                koff = self.NTILE * BULK_WARP_WORDS
                 uoff = koff + 16 * self.KPW
                 goff = uoff + 16 * self.UWS // 2
                 qoff = goff + RING_SLOTS
@@ -3365,7 +3367,9 @@ def resolve_flags(
     # activations go through two (pc=2, or 1) or three (pc=3) shared-memory stages filled by
     # warp 4, so the knobs that schedule the consumers' own copies (t1early, t1l2, nextl2,
     # stef) do not apply
-    pc = (2 if int(pc) == 1 else int(pc)) if chain and BV == 128 else 0
+    # (BV=64 too: every warp owns one tile, the stage holds half a head's state, so a CTA
+    # needs ~61 KB and three fit on an SM)
+    pc = (2 if int(pc) == 1 else int(pc)) if chain and BV in (64, 128) else 0
     # bulk modes: the warp's next tile is copied into the stage as soon as the current one
     # is in registers for the last time: right after the projection's read on a
     # verify-only row, right after the fold's re-read on a flush row (instead of at the
@@ -3493,7 +3497,7 @@ def compile_variant(
     ostage: bool = False,
     stef: bool = False,
     tproj: bool = False,
-    pc: int = 0,
+    pc: int | None = None,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -3524,11 +3528,25 @@ def compile_variant(
             f"late={late} (bulk-staged state) needs BV={need} (every warp owns its tiles), got "
             f"BV={BV}: set GDN_UCACHE_BV={bulk_bv[-1]} or another GDN_UCACHE_LATE"
         )
-    if late in BULK_LATES and persist and (BV != 128 or int(prefetch) > 0):
+    # pc: stages per CTA (0 off, 1 = 2, 3). The caller's value wins (the launch path passes the
+    # table's, already turned off where the rows do not allow it); GDN_UCACHE_PC only when the
+    # caller gives none (direct compiles: tests, tools)
+    if pc is None:
+        pc = int(os.environ.get("GDN_UCACHE_PC", "").strip() or 0)
+    pc = int(pc)
+    if not 0 <= pc <= 3:
+        raise ValueError(
+            f"GDN_UCACHE_PC={pc}: expected 0 (off), 1 or 2 (two stages per CTA) or 3 (three)"
+        )
+    if (
+        late in BULK_LATES
+        and persist
+        and (BV not in ((64, 128) if pc else (128,)) or int(prefetch) > 0)
+    ):
         raise ValueError(
             f"late={late} with persistent CTAs (chain) needs BV=128 (two tiles per warp keep the "
-            f"mbarrier parity per row) and no second window buffer, got BV={BV}, "
-            f"prefetch={prefetch}: set GDN_UCACHE_BV=128 and GDN_UCACHE_PREFETCH=0, or "
+            f"mbarrier parity per row; with pc BV=64 too) and no second window buffer, got "
+            f"BV={BV}, prefetch={prefetch}: set GDN_UCACHE_BV=128 and GDN_UCACHE_PREFETCH=0, or "
             "GDN_UCACHE_PERSIST=0"
         )
     import cuda.bindings.driver as cuda_drv
@@ -3547,12 +3565,6 @@ def compile_variant(
     xpf = int(xpf_raw) if xpf_raw else int(xpf)
     if not 0 <= xpf < 1 << 16:
         raise ValueError(f"GDN_UCACHE_XPF={xpf}: expected rows ahead in 0..65535 (0 = off)")
-    pc_raw = os.environ.get("GDN_UCACHE_PC", "").strip()
-    pc = int(pc_raw) if pc_raw else int(pc)
-    if not 0 <= pc <= 3:
-        raise ValueError(
-            f"GDN_UCACHE_PC={pc}: expected 0 (off), 1 or 2 (two stages per CTA) or 3 (three)"
-        )
     flags = resolve_flags(
         T,
         BV,
