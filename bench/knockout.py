@@ -112,6 +112,8 @@ VARIANTS = {
     # session 28, chain at BV=128 (late13 + persistN): a producer warp fills two shared-memory
     # stages per CTA (state, windows, activations) while warps 0-3 compute (next only)
     "pc": {"GDN_UCACHE_PC": "1"},
+    # session 28, pc only: the state released after phase 4 (the next fill overlaps phase 5)
+    "pcsr": {"GDN_UCACHE_PCSR": "1"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -184,6 +186,7 @@ CANDIDATES = (
     # session 28: pc at BV=64 (one tile per consumer warp, 60.4 KB: 3 CTAs/SM, 12 consumer
     # warps per SM with half-length rows)
     "bv64+late13+persist3+pc",
+    "bv128+late13+persist2+pc+pcsr",
     # Left in session 21, after the H200 had timed them (the knobs stay in next, each still
     # checked by its forced suite in its h200_run mode): the other dsreg / nobar forms (no gain
     # at B >= 128 on either card), chain (sessions 18-19: slower), tepi (1-2 % slower), afe alone
@@ -217,6 +220,7 @@ KNOBS = (
     "GDN_UCACHE_STEF",
     "GDN_UCACHE_TPROJ",
     "GDN_UCACHE_PC",
+    "GDN_UCACHE_PCSR",
 )
 
 

@@ -1517,17 +1517,41 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             read_only_args=[dst.toint(), src.toint(), mbar.toint(), flag],
         )
 
+    def pc_state_bytes(ks: Any, live: Any) -> Any:
+        """pc: the bytes of a row's state copies (none for a pad row, or under `state`)."""
+        if "state" in ks.skip:
+            return Int32(0)
+        return cutlass.select_(live, Int32(ks.NTILE * 16 * K_DIM * 2), Int32(0))
+
+    def pc_state_copies(
+        ks: Any, pool: Any, pool_s0: Any, slot: Any, hv: Any, v0: Any, st: Any, fb: Any,
+        lane: Any, live: Any,
+    ) -> None:  # fmt: skip
+        """pc: the row's state into stage st, completing on fb: lanes < 2 NTILE copy rows 0-7 /
+        8-15 (lane % 2) of tile lane // 2 into its region (bulk_row's layout, the region index
+        = the tile, as late13's warp + 4 ti)."""
+        tile = lane // 2
+        hh = lane % 2
+        src = pool + (
+            Int64(cutlass.max(slot, Int32(0))) * pool_s0
+            + Int64(hv * V_DIM_C * K_DIM)
+            + Int64((v0 + tile * 16 + 8 * hh) * K_DIM)
+        )
+        bulk_copy_2k(st + bulk_row(tile, hh), src, fb, as_flag(live & (lane < 2 * ks.NTILE)))
+
     @cute.jit
     def pc_producer(
-        ks, dims, pcs, full, empty, lane, z0, nprog, n_items, ih, hv, v0, q, k, v, a, b, idx,
-        hist, cbase, pool, kc, uc, gc, q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb,
-        b_st, pool_s0, kc_s0, uc_s0, gc_s0,
+        ks, dims, pcs, full, empty, empty_st, lane, z0, nprog, n_items, ih, hv, v0, q, k, v, a,
+        b, idx, hist, cbase, pool, kc, uc, gc, q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st,
+        b_sb, b_st, pool_s0, kc_s0, uc_s0, gc_s0,
     ):  # fmt: skip
         # Warp 4 of a pc CTA: rows z0, z0 + nprog, ... into stages it % S. A stage's
         # full barrier (count 33) completes when lane 0 has armed it for the state's bytes
         # (after the header's stores), the 16 bulk copies have landed and each lane's cp.async
         # (q/k rows, v slice, windows, g row) have: cp.async.mbarrier.arrive.noinc per lane.
-        # Its empty barrier (count 1) is the consumers' release at the row's end.
+        # Its empty barrier (count 1) is the consumers' release at the row's end. pcsr: the
+        # state's copies wait only for empty_st (count 4: each consumer warp after phase 4),
+        # lane 0 arms the bytes by expect_tx first and arrives after the header's stores.
         T, BV, NX, XR, VSS, XPARTS = dims
         PCW, KOFF, UOFF, GOFF, QOFF, VOFF, HOFF = ks.pc_layout
         S = ks.pc_stages
@@ -1542,6 +1566,23 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             tl = cutlass.min(lane, Int32(T - 1))
             a_raw = ldg_b16(a + (bi64 * a_sb + Int64(tl) * a_st + Int64(hv)))
             b_raw = ldg_b16(b + (bi64 * b_sb + Int64(tl) * b_st + Int64(hv)))
+            if cutlass.const_expr(ks.pcsr):
+                st = pcs + s * PCW
+                fb = full + s
+                live = slot >= Int32(0)
+                nbytes = pc_state_bytes(ks, live)
+                if it >= S:
+                    # the consumers are done with the stage's state (row it - S, phase 4)
+                    cute.arch.mbarrier_wait(empty_st + s, (it // S - 1) % 2)
+                cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
+                cute.arch.inline_ptx(
+                    "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0;"
+                    " @p mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [{$r0}], {$r1}; }",
+                    read_only_args=[fb.toint(), nbytes, lane],
+                )
+                cute.arch.sync_warp()
+                if cutlass.const_expr("state" not in ks.skip):
+                    pc_state_copies(ks, pool, pool_s0, slot, hv, v0, st, fb, lane, live)
             if it >= S:
                 # the consumers have released the stage (row it - S)
                 cute.arch.mbarrier_wait(empty + s, (it // S - 1) % 2)
@@ -1566,31 +1607,23 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 hdr[1] = P
                 hdr[2] = base
             cute.arch.sync_warp()  # the header's stores before lane 0's (releasing) arrival
-            live = slot >= Int32(0)
-            nbytes = (
-                Int32(0)
-                if "state" in ks.skip
-                else cutlass.select_(live, Int32(ks.NTILE * 16 * K_DIM * 2), Int32(0))
-            )
-            cute.arch.inline_ptx(
-                "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0;"
-                " @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [{$r0}], {$r1}; }",
-                read_only_args=[fb.toint(), nbytes, lane],
-            )
-            cute.arch.sync_warp()
-            if cutlass.const_expr("state" not in ks.skip):
-                # lanes < 2 NTILE: rows 0-7 / 8-15 (lane % 2) of tile lane // 2 into its region
-                # (bulk_row's layout, the region index = the tile, as late13's warp + 4 ti)
-                tile = lane // 2
-                hh = lane % 2
-                src = pool + (
-                    Int64(cutlass.max(slot, Int32(0))) * pool_s0
-                    + Int64(hv * V_DIM_C * K_DIM)
-                    + Int64((v0 + tile * 16 + 8 * hh) * K_DIM)
+            if cutlass.const_expr(ks.pcsr):
+                cute.arch.inline_ptx(
+                    "{ .reg .pred p; setp.eq.s32 p, {$r1}, 0;"
+                    " @p mbarrier.arrive.shared::cta.b64 _, [{$r0}]; }",
+                    read_only_args=[fb.toint(), lane],
                 )
-                bulk_copy_2k(
-                    st + bulk_row(tile, hh), src, fb, as_flag(live & (lane < 2 * ks.NTILE))
+            else:
+                live = slot >= Int32(0)
+                nbytes = pc_state_bytes(ks, live)
+                cute.arch.inline_ptx(
+                    "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0;"
+                    " @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [{$r0}], {$r1}; }",
+                    read_only_args=[fb.toint(), nbytes, lane],
                 )
+                cute.arch.sync_warp()
+                if cutlass.const_expr("state" not in ks.skip):
+                    pc_state_copies(ks, pool, pool_s0, slot, hv, v0, st, fb, lane, live)
             for j in cutlass.range_constexpr(4):
                 issue_windows(
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, lane + 32 * j,
@@ -1806,6 +1839,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # phase 5 no longer ends a CTA's stream.
             self.pc = flags.pc > 0
             self.pc_stages = flags.pc
+            self.pcsr = flags.pcsr
             self.threads = THREADS + (32 if self.pc else 0)
             if self.pc:
                 assert self.chain and BV in (64, 128) and self.vec_qk and self.xdirect
@@ -2090,13 +2124,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 else None
             )
             # pc: the producer's stages and their full / empty mbarriers
-            pcs = pc_full = pc_empty = None
+            pcs = pc_full = pc_empty = pc_empty_st = None
             if cutlass.const_expr(self.pc):
                 pcs = smem.allocate_array(
                     Int32, self.pc_stages * self.pc_layout[0], byte_alignment=128
                 )
                 pc_full = smem.allocate_array(Int64, self.pc_stages, byte_alignment=8)
                 pc_empty = smem.allocate_array(Int64, self.pc_stages, byte_alignment=8)
+                if cutlass.const_expr(self.pcsr):
+                    pc_empty_st = smem.allocate_array(Int64, self.pc_stages, byte_alignment=8)
             if cutlass.const_expr(self.pad_bytes > 0):
                 smem.allocate_array(Int32, self.pad_bytes // 4, byte_alignment=16)
 
@@ -2200,6 +2236,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     for s_i in cutlass.range_constexpr(self.pc_stages):
                         cute.arch.mbarrier_init(pc_full + s_i, 1 + 32)  # see pc_producer
                         cute.arch.mbarrier_init(pc_empty + s_i, 1)
+                        if cutlass.const_expr(self.pcsr):
+                            cute.arch.mbarrier_init(pc_empty_st + s_i, 4)  # one per warp
                     cute.arch.mbarrier_init_fence()
                 cute.arch.sync_threads()  # (all 5 warps; the roles split below)
                 alog_pc = ldg_b32(cute.recast_ptr(a_log + Int64(hv), dtype=Int32), True)
@@ -2256,9 +2294,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             if cutlass.const_expr(self.pc):
                 if warp == Int32(4):
                     pc_producer(
-                        self, dims, pcs, pc_full, pc_empty, lane, z0, nprog, n_items, ih, hv, v0,
-                        q, k, v, a, b, idx, hist, cbase, pool, kc, uc, gc, q_sb, q_st, k_sb,
-                        k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st, pool_s0, kc_s0, uc_s0, gc_s0,
+                        self, dims, pcs, pc_full, pc_empty, pc_empty_st, lane, z0, nprog, n_items,
+                        ih, hv, v0, q, k, v, a, b, idx, hist, cbase, pool, kc, uc, gc, q_sb, q_st,
+                        k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st, pool_s0, kc_s0, uc_s0,
+                        gc_s0,
                     )  # fmt: skip
                 n_items = cutlass.select_(warp < Int32(4), n_items, Int32(0))  # consumers only
             for it in cutlass.range(n_items, unroll=1):
@@ -3114,6 +3153,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 uw16_i, ds, pj, eg_star, vs, uc_head, o_head, zero, sctx=sctx,
                             )  # fmt: skip
 
+                    if cutlass.const_expr(self.pcsr):
+                        # this warp is done with the stage's state (phase 4; a pad row at once)
+                        cute.arch.sync_warp()
+                        if lane == 0:
+                            cute.arch.mbarrier_arrive(pc_empty_st + s_pc)
                     if cutlass.const_expr(self.nextl2):
                         l2_next_row(
                             nx_acts, nx_rings, bn, nslot, nP, nbase, has_next, warp, lane, ih,
@@ -3197,6 +3241,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp, self.NTILE,
                                 lane, has_next, self.t1l2, self.TILES_PER_WARP,
                             )  # fmt: skip
+                    if cutlass.const_expr(self.pcsr):
+                        # this warp is done with the stage's state (phase 4; a pad row at once)
+                        cute.arch.sync_warp()
+                        if lane == 0:
+                            cute.arch.mbarrier_arrive(pc_empty_st + s_pc)
                     if cutlass.const_expr(self.nextl2):
                         l2_next_row(
                             nx_acts, nx_rings, bn, nslot, nP, nbase, has_next, warp, lane, ih,
@@ -3327,6 +3376,7 @@ class LoadFlags:
     afe: bool = False
     tproj: bool = False
     pc: int = 0  # shared-memory stages per CTA (0 = off; GDN_UCACHE_PC=1 means 2)
+    pcsr: bool = False
 
 
 # every knob of LoadFlags by name: the launch table's words, GDN_UCACHE_<NAME>, launch_config's keys
@@ -3355,6 +3405,7 @@ def resolve_flags(
     afe: bool = False,
     tproj: bool = False,
     pc: int = 0,
+    pcsr: bool = False,
 ) -> LoadFlags:
     """The knobs asked for (launch table, GDN_UCACHE_* or a caller), each kept only where its
     launch mode has it: the one place these rules live. A knob that does not apply is off, so
@@ -3370,6 +3421,11 @@ def resolve_flags(
     # (BV=64 too: every warp owns one tile, the stage holds half a head's state, so a CTA
     # needs ~61 KB and three fit on an SM)
     pc = (2 if int(pc) == 1 else int(pc)) if chain and BV in (64, 128) else 0
+    # pc: the consumers release a stage's state when phase 4 has read it (a barrier of its
+    # own), so the producer copies row r + S's state during row r's phase 5; the activations,
+    # windows and header still wait for the row's end (session 28: does an earlier state fill
+    # pay, or do the consumers bind?)
+    pcsr = bool(pcsr) and pc > 0
     # bulk modes: the warp's next tile is copied into the stage as soon as the current one
     # is in registers for the last time: right after the projection's read on a
     # verify-only row, right after the fold's re-read on a flush row (instead of at the
@@ -3458,6 +3514,7 @@ def resolve_flags(
         afe=afe,
         tproj=tproj,
         pc=pc,
+        pcsr=pcsr,
     )
 
 
@@ -3498,6 +3555,7 @@ def compile_variant(
     stef: bool = False,
     tproj: bool = False,
     pc: int | None = None,
+    pcsr: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -3586,6 +3644,7 @@ def compile_variant(
         afe=_flag_knob("GDN_UCACHE_AFE", afe),
         tproj=_flag_knob("GDN_UCACHE_TPROJ", tproj),
         pc=pc,
+        pcsr=_flag_knob("GDN_UCACHE_PCSR", pcsr),
     )
     if flags.pc and not (vec_qk and bsmem and ring_dtype == st_dtype):
         raise ValueError(

@@ -30,6 +30,7 @@ FLAG_KNOBS = {
     "stef",
     "tproj",
     "pc",
+    "pcsr",
 }
 
 

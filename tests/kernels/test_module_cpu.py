@@ -436,6 +436,24 @@ def test_pc_producer_warp_feeds_two_stages(tmp_path: Path, monkeypatch: pytest.M
     pc3 = _compile("sm_90a", variant, dump, NEXT, info=info)[1]
     assert info["smem_bytes"][0] > smem[1] + 40000 and info["smem_bytes"][0] + 1024 <= per_sm
     assert n(pc3, "mbarrier.init") == 6 and n(pc3, "mma.sync") == n(chain, "mma.sync")
+    # pcsr: a third barrier per stage (the state's release after phase 4, by each consumer warp
+    # of a live or a pad row); lane 0 arms the bytes by expect_tx before the state copies and
+    # arrives (plain) after the header; the state copies wait on it, the rest on the row's end
+    monkeypatch.setenv("GDN_UCACHE_PC", "1")
+    monkeypatch.setenv("GDN_UCACHE_PCSR", "1")
+    dump = tmp_path / "pcsr"
+    dump.mkdir()
+    sr = _compile("sm_90a", variant, dump, NEXT)[1]
+    assert n(sr, "mbarrier.init") == 6 and n(sr, "mbarrier.try_wait") == 3
+    assert n(sr, "mbarrier.expect_tx.relaxed") == 1 and n(sr, "mbarrier.arrive.expect_tx") == 0
+    assert n(sr, "mbarrier.arrive.shared") == 4 and n(sr, "mma.sync") == n(chain, "mma.sync")
+    # pc at BV=64: one tile per consumer warp, three CTAs per SM by shared memory
+    monkeypatch.setenv("GDN_UCACHE_PCSR", "0")
+    dump = tmp_path / "pc-bv64"
+    dump.mkdir()
+    info = {}
+    _compile("sm_90a", [[4, 16, 32, 64] + variant[0][4:]], dump, NEXT, info=info)
+    assert 3 * (info["smem_bytes"][0] + 1024) <= per_sm + 1024
 
 
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.stem)
