@@ -152,6 +152,12 @@
 #                                  # time on an idle SM (pc at nprog1, B 1/4/16, warm L2) and
 #                                  # Nsight Compute of the table, flashinfer and pc at B=256
 #                                  # verify-only (issue slots, warps active, stall reasons)
+#   bash bench/h200_run.sh k29     # ~250 s (session 28, after k28n): which remedy pc needs. The
+#                                  # pc candidates (2 / 3 stages, BV=64, pcsr) on next and #3's
+#                                  # suite forced onto pc + pcsr, then a sweep: pc, pc + pcsr,
+#                                  # 2 vs 3 stages at 1 CTA/SM, BV=64 at 3 CTAs/SM, BV=64 with 3
+#                                  # stages, pc + no_epistore vs the table and flashinfer
+#                                  # (K29_VARIANTS replaces it)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -875,6 +881,34 @@ k28n)
   GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_PC=1 GDN_UCACHE_PERSIST=2 GDN_UCACHE_LATE=13 \
     GDN_UCACHE_BV=128 ncu_profile ncu-k28-pc 70 --backends ours --hv 32 64 --batch 256 --flush 0
   rm -f "$out"/*.ncu-rep
+  finish_mode
+  ;;
+k29)
+  # session 28: k28n left two readings of pc's loss: the consumers (a row takes 2.16 us alone,
+  # ~4 us under load) or the stages (a fill must land within one consumer row). Conformance of
+  # every pc candidate and of pc + pcsr (a third barrier per stage) first, then one sweep where
+  # persist1+pc3 vs persist1+pc isolates the stage count, bv64+persist3+pc the consumer rows
+  # (one tile per warp, 3 CTAs/SM), pc + pcsr the early state release
+  pids=()
+  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_CONFORMANCE_OUT=$out/conformance-candidate-pc.json \
+    timeout 200 python3 -m pytest tests/kernels/test_ours_conformance_gpu.py -v --tb=line \
+    -p no:cacheprovider -rfE -k "candidate and pc" >"$out/conformance-candidate-pc.log" 2>&1 &
+  pids+=($!)
+  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_PC=1 GDN_UCACHE_PCSR=1 GDN_UCACHE_PERSIST=2 \
+    GDN_UCACHE_NPROG=2 GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 setsid timeout 170 python3 \
+    tests/conformance/run_gpu_suite.py --out "$out/suite-k29-pcsr" --backends ours \
+    --arms serving,bf16 --deadline-s 150 --jobs 4 --max-steps 300 >"$out/suite-k29-pcsr.log" 2>&1 &
+  pids+=($!)
+  wait "${pids[@]}" || true
+  conformance_summary 150
+  echo "== suite-k29-pcsr:"
+  tail -2 "$out/suite-k29-pcsr.log"
+  checkpoint_mode conf
+  # shellcheck disable=SC2086 # a word list
+  grid_sweep k29 ${K29_VARIANTS:-ours:base ours:bv128+late13+persist2+pc \
+    ours:bv128+late13+persist2+pc+pcsr ours:bv128+late13+persist1+pc \
+    ours:bv128+late13+persist1+pc3 ours:bv64+late13+persist3+pc ours:bv64+late13+persist2+pc3 \
+    ours:bv128+late13+persist2+pc+no_epistore}
   finish_mode
   ;;
 k15)
