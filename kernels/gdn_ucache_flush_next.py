@@ -1545,13 +1545,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
         b, idx, hist, cbase, pool, kc, uc, gc, q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st,
         b_sb, b_st, pool_s0, kc_s0, uc_s0, gc_s0,
     ):  # fmt: skip
-        # Warp 4 of a pc CTA: rows z0, z0 + nprog, ... into stages it % S. A stage's
-        # full barrier (count 33) completes when lane 0 has armed it for the state's bytes
-        # (after the header's stores), the 16 bulk copies have landed and each lane's cp.async
-        # (q/k rows, v slice, windows, g row) have: cp.async.mbarrier.arrive.noinc per lane.
-        # Its empty barrier (count 1) is the consumers' release at the row's end. pcsr: the
-        # state's copies wait only for empty_st (count 4: each consumer warp after phase 4),
-        # lane 0 arms the bytes by expect_tx first and arrives after the header's stores.
+        # Warp 4 of a pc CTA: rows z0, z0 + nprog, ... into stages it % S. A stage's full barrier
+        # (count 33) completes when lane 0 has armed it for the state's bytes (after the header's
+        # stores), the state's 2 NTILE bulk copies have landed and each lane's cp.async (q/k rows, v
+        # slice, windows, g row) have: cp.async.mbarrier.arrive.noinc per lane. Its empty barrier
+        # (count 1) is the consumers' release at the row's end. pcsr: the state's copies wait only
+        # for empty_st (count 4: each consumer warp after phase 4), lane 0 arms the bytes by
+        # expect_tx first and arrives after the header's stores.
         T, BV, NX, XR, VSS, XPARTS = dims
         PCW, KOFF, UOFF, GOFF, QOFF, VOFF, HOFF = ks.pc_layout
         S = ks.pc_stages
@@ -1832,18 +1832,18 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # pc (session 28, kernels/NOTES.md): chain with a producer warp. Warp 4 walks the CTA's
             # rows and fills pc_stages (2 or 3) shared-memory stages, each one row's cursors, gates,
             # q/k rows, v slice, ring windows, g row (cp.async, tied to the stage's full mbarrier)
-            # and whole state (16 bulk copies of 2 KB on the same mbarrier); warps 0-3 run phases
-            # 1-5 from the stage (the row code unchanged: late13's tile layout, one region per tile)
-            # and release it at the row's end. Their CTA barriers become `bar.sync 1, 128` (the
-            # producer never joins one). Row r + 1's bytes are in flight while row r computes, so
-            # phase 5 no longer ends a CTA's stream.
+            # and whole state (2 KB bulk copies, 2 per tile, on the same mbarrier); warps 0-3 run
+            # phases 1-5 from the stage (the row code unchanged: late13's tile layout, one region
+            # per tile) and release it at the row's end. Their CTA barriers become `bar.sync 1, 128`
+            # (the producer never joins one). Row r + 1's bytes are in flight while row r computes,
+            # so phase 5 no longer ends a CTA's stream.
             self.pc = flags.pc > 0
             self.pc_stages = flags.pc
             self.pcsr = flags.pcsr
             self.threads = THREADS + (32 if self.pc else 0)
             if self.pc:
                 assert self.chain and BV in (64, 128) and self.vec_qk and self.xdirect
-                # one stage, in 32-bit words: 8 state tiles in bulk_row's layout, the k window
+                # one stage, in 32-bit words: NTILE state tiles in bulk_row's layout, the k window
                 # (16 rows of KPW words), the u window (16 rows of UWS 16-bit elements), the g
                 # row, the [k; q] rows (16-bit), the v slice (16-bit), then a header of the
                 # cursors (slot, P, base) and the raw a / b gates (one word per token)
@@ -3563,9 +3563,11 @@ def compile_variant(
     persist with late 10/13 (chain): BV=128 and prefetch 0 only (the next row's first state tile
     is copied during this row's epilogue; every live row completes two mbarrier phases per warp).
     The load-order / epilogue knobs (t1early, t1l2, wvearly, xpf, actfirst, dsreg, nobar, nextl2,
-    tepi, ostage, stef, afe, tproj): GDN_UCACHE_<NAME> overrides each argument (0/1; XPF: rows
-    ahead); resolve_flags says what each does and keeps it only in the launch modes that have it,
-    and its result is part of the cache key.
+    tepi, ostage, stef, afe, tproj, pcsr): GDN_UCACHE_<NAME> overrides each argument (0/1; XPF:
+    rows ahead); resolve_flags says what each does and keeps it only in the launch modes that have
+    it, and its result is part of the cache key. pc (stages per CTA of the producer-warp form:
+    0 off, 1 or 2, 3; chain at BV=64/128 with 16-byte q/k/v rows and ring dtype == state dtype):
+    the argument if given, else GDN_UCACHE_PC.
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
