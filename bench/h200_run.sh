@@ -153,10 +153,12 @@
 #                                  # Nsight Compute of the table, flashinfer and pc at B=256
 #                                  # verify-only (issue slots, warps active, stall reasons)
 #   bash bench/h200_run.sh k29     # ~250 s (session 28, after k28n): which remedy pc needs. The
-#                                  # pc candidates (2 / 3 stages, BV=64, pcsr) on next and #3's
-#                                  # suite forced onto pc + pcsr, then a sweep: pc, pc + pcsr,
+#                                  # pc candidates (2 / 3 stages, BV=64, pcsr, pcw8) on next and
+#                                  # #3's suite forced onto pc + pcsr and onto pc + pcw8, then a
+#                                  # sweep: pc, pc + pcsr,
 #                                  # 2 vs 3 stages at 1 CTA/SM, BV=64 at 3 CTAs/SM, BV=64 with 3
-#                                  # stages, pc + no_epistore vs the table and flashinfer
+#                                  # stages, 8 consumer warps, pc + no_epistore vs the table and
+#                                  # flashinfer
 #                                  # (K29_VARIANTS replaces it)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
@@ -899,16 +901,23 @@ k29)
     tests/conformance/run_gpu_suite.py --out "$out/suite-k29-pcsr" --backends ours \
     --arms serving,bf16 --deadline-s 150 --jobs 4 --max-steps 300 >"$out/suite-k29-pcsr.log" 2>&1 &
   pids+=($!)
+  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_PC=1 GDN_UCACHE_PCW8=1 GDN_UCACHE_PERSIST=2 \
+    GDN_UCACHE_NPROG=2 GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 setsid timeout 170 python3 \
+    tests/conformance/run_gpu_suite.py --out "$out/suite-k29-pcw8" --backends ours \
+    --arms serving,bf16 --deadline-s 150 --jobs 4 --max-steps 300 >"$out/suite-k29-pcw8.log" 2>&1 &
+  pids+=($!)
   wait "${pids[@]}" || true
   conformance_summary 150
-  echo "== suite-k29-pcsr:"
-  tail -2 "$out/suite-k29-pcsr.log"
+  for name in suite-k29-pcsr suite-k29-pcw8; do
+    echo "== $name:"
+    tail -2 "$out/$name.log"
+  done
   checkpoint_mode conf
   # shellcheck disable=SC2086 # a word list
   grid_sweep k29 ${K29_VARIANTS:-ours:base ours:bv128+late13+persist2+pc \
     ours:bv128+late13+persist2+pc+pcsr ours:bv128+late13+persist1+pc \
     ours:bv128+late13+persist1+pc3 ours:bv64+late13+persist3+pc ours:bv64+late13+persist2+pc3 \
-    ours:bv128+late13+persist2+pc+no_epistore}
+    ours:bv128+late13+persist2+pc+pcw8 ours:bv128+late13+persist2+pc+no_epistore}
   finish_mode
   ;;
 k15)

@@ -114,6 +114,8 @@ VARIANTS = {
     "pc": {"GDN_UCACHE_PC": "1"},
     # session 28, pc only: the state released after phase 4 (the next fill overlaps phase 5)
     "pcsr": {"GDN_UCACHE_PCSR": "1"},
+    # session 28, pc at BV=128 only: 8 consumer warps (one tile each) instead of 4
+    "pcw8": {"GDN_UCACHE_PCW8": "1"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -187,6 +189,7 @@ CANDIDATES = (
     # warps per SM with half-length rows)
     "bv64+late13+persist3+pc",
     "bv128+late13+persist2+pc+pcsr",
+    "bv128+late13+persist2+pc+pcw8",
     # Left in session 21, after the H200 had timed them (the knobs stay in next, each still
     # checked by its forced suite in its h200_run mode): the other dsreg / nobar forms (no gain
     # at B >= 128 on either card), chain (sessions 18-19: slower), tepi (1-2 % slower), afe alone
@@ -221,6 +224,7 @@ KNOBS = (
     "GDN_UCACHE_TPROJ",
     "GDN_UCACHE_PC",
     "GDN_UCACHE_PCSR",
+    "GDN_UCACHE_PCW8",
 )
 
 

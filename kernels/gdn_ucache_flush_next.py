@@ -1718,7 +1718,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.NX = 2 * T  # rows of the packed [k^; q^] tile
             self.NXP = 8 if self.NX <= 8 else 16  # padded to MMA n-tiles
             self.NTILE = BV // 16  # 16-row MMA tiles per CTA
-            self.TILES_PER_WARP = (self.NTILE + 3) // 4
+            # consumer warps (the row code's warps): 4, or 8 with pcw8 (a producer warp follows
+            # them in pc)
+            self.cw = 8 if flags.pcw8 else 4
+            self.TILES_PER_WARP = (self.NTILE + self.cw - 1) // self.cw
             # warps for the window scores and the Gram: idle warps when BV < 64
             self.SC_WARP = self.NTILE if self.NTILE < 4 else 0
             self.GR_WARP = (self.SC_WARP + 1) % 4
@@ -1840,7 +1843,8 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.pc = flags.pc > 0
             self.pc_stages = flags.pc
             self.pcsr = flags.pcsr
-            self.threads = THREADS + (32 if self.pc else 0)
+            self.pcw8 = flags.pcw8
+            self.threads = 32 * self.cw + (32 if self.pc else 0)
             if self.pc:
                 assert self.chain and BV in (64, 128) and self.vec_qk and self.xdirect
                 # one stage, in 32-bit words: NTILE state tiles in bulk_row's layout, the k window
@@ -1860,7 +1864,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             """The row code's CTA barrier: over the 4 consumer warps only in pc (bar 1; the
             producer warp never joins), else __syncthreads (bar 0, all of the CTA)."""
             if self.pc:
-                cute.arch.inline_ptx(f"bar.sync 1, {THREADS};")
+                cute.arch.inline_ptx(f"bar.sync 1, {32 * self.cw};")
             else:
                 cute.arch.sync_threads()
 
@@ -2015,6 +2019,11 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             v0 = vblk * BV
             warp = tid // 32
             lane = tid % 32
+            tid_cta = tid  # (the barrier inits and the row-end release: one thread of the CTA)
+            if cutlass.const_expr(self.cw > 4):
+                # pcw8: warps 4-7 repeat warps 0-3's thread-indexed phase 1-3 work (identical
+                # values to identical addresses) and own tiles 4-7 in phases 4-5
+                tid = tid % THREADS
             # Thread (g4, c4) of a warp holds rows g4 and g4 + 8 of its 16-row state tile, columns
             # c4*8 + 32 i + 0..7 (i < 4): exactly its mma.sync A fragments after a K-permutation
             # that the B operand repeats. Warps without a tile (BV < 64) load a duplicate tile and
@@ -2232,12 +2241,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 g_pre = row_g_words(gc, gc_s0, slot_ld, hv, base, P, tid)
             alog_pc = dtb_pc = None
             if cutlass.const_expr(self.pc):
-                if tid == 0:
+                if tid_cta == 0:
                     for s_i in cutlass.range_constexpr(self.pc_stages):
                         cute.arch.mbarrier_init(pc_full + s_i, 1 + 32)  # see pc_producer
                         cute.arch.mbarrier_init(pc_empty + s_i, 1)
                         if cutlass.const_expr(self.pcsr):
-                            cute.arch.mbarrier_init(pc_empty_st + s_i, 4)  # one per warp
+                            # one arrival per consumer warp
+                            cute.arch.mbarrier_init(pc_empty_st + s_i, self.cw)
                     cute.arch.mbarrier_init_fence()
                 cute.arch.sync_threads()  # (all 5 warps; the roles split below)
                 alog_pc = ldg_b32(cute.recast_ptr(a_log + Int64(hv), dtype=Int32), True)
@@ -2292,14 +2302,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             if cutlass.const_expr(self.persist):
                 n_items = (batch - z0 + nprog - Int32(1)) // nprog
             if cutlass.const_expr(self.pc):
-                if warp == Int32(4):
+                if warp == Int32(self.cw):
                     pc_producer(
                         self, dims, pcs, pc_full, pc_empty, pc_empty_st, lane, z0, nprog, n_items,
                         ih, hv, v0, q, k, v, a, b, idx, hist, cbase, pool, kc, uc, gc, q_sb, q_st,
                         k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st, pool_s0, kc_s0, uc_s0,
                         gc_s0,
                     )  # fmt: skip
-                n_items = cutlass.select_(warp < Int32(4), n_items, Int32(0))  # consumers only
+                n_items = cutlass.select_(warp < Int32(self.cw), n_items, Int32(0))  # consumers
             for it in cutlass.range(n_items, unroll=1):
                 bi = z0 + it * nprog
                 if cutlass.const_expr(self.pc):
@@ -2833,14 +2843,17 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     pj0_0 = pj0_1 = pj0_2 = pj0_3 = Float32(0.0)
                     pj1_0 = pj1_1 = pj1_2 = pj1_3 = Float32(0.0)
                     for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
-                        owns_all = self.NTILE >= 4 * (ti + 1)  # compile time: every warp has one
+                        # compile time: every warp has one
+                        owns_all = self.NTILE >= self.cw * (ti + 1)
                         tile_info.append(
                             (
-                                warp + 4 * ti if owns_all else (warp + 4 * ti) % self.NTILE,
-                                True if owns_all else warp + 4 * ti < self.NTILE,
+                                warp + self.cw * ti
+                                if owns_all
+                                else (warp + self.cw * ti) % self.NTILE,
+                                True if owns_all else warp + self.cw * ti < self.NTILE,
                             )
                         )
-                        tile = warp + 4 * ti
+                        tile = warp + self.cw * ti
                         # (a run-time branch even when every warp has the tile: it keeps ptxas
                         # from interleaving the two tiles' projections and folds, ~40 registers)
                         if tile < self.NTILE:
@@ -2877,7 +2890,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     )
                                 if cutlass.const_expr(self.pc):
                                     # (the stage's full barrier covered every tile)
-                                    sa = read_bulk_tile(pst, warp + 4 * ti, g4, c4, skip_state)
+                                    sa = read_bulk_tile(
+                                        pst, warp + self.cw * ti, g4, c4, skip_state
+                                    )
                                 else:
                                     if cutlass.const_expr(not skip_state):
                                         cute.arch.mbarrier_wait(mbar_w, ti % 2)
@@ -3058,7 +3073,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     # re-read: shared, not L2
                                     if cutlass.const_expr(self.pc):
                                         sa = read_bulk_tile(
-                                            pst, warp + 4 * ti, g4, c4, skip_state, True
+                                            pst, warp + self.cw * ti, g4, c4, skip_state, True
                                         )
                                     else:
                                         sa = read_bulk_tile(stage, warp, g4, c4, skip_state, True)
@@ -3283,7 +3298,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 if cutlass.const_expr(self.persist):
                     self.csync()  # shared memory is reused by the next row
                     if cutlass.const_expr(self.pc):
-                        if tid == 0:
+                        if tid_cta == 0:
                             cute.arch.mbarrier_arrive(pc_empty + s_pc)  # the stage, released
                     slot, P, base = nslot, nP, nbase
                     sa_cur = sa_nxt
@@ -3377,6 +3392,7 @@ class LoadFlags:
     tproj: bool = False
     pc: int = 0  # shared-memory stages per CTA (0 = off; GDN_UCACHE_PC=1 means 2)
     pcsr: bool = False
+    pcw8: bool = False
 
 
 # every knob of LoadFlags by name: the launch table's words, GDN_UCACHE_<NAME>, launch_config's keys
@@ -3406,6 +3422,7 @@ def resolve_flags(
     tproj: bool = False,
     pc: int = 0,
     pcsr: bool = False,
+    pcw8: bool = False,
 ) -> LoadFlags:
     """The knobs asked for (launch table, GDN_UCACHE_* or a caller), each kept only where its
     launch mode has it: the one place these rules live. A knob that does not apply is off, so
@@ -3426,6 +3443,10 @@ def resolve_flags(
     # windows and header still wait for the row's end (session 28: does an earlier state fill
     # pay, or do the consumers bind?)
     pcsr = bool(pcsr) and pc > 0
+    # pc at BV=128 with 8 consumer warps (one tile each) instead of 4 (two each): warps 4-7
+    # repeat warps 0-3's thread-indexed phase 1-3 work (the same values to the same places), so
+    # the row code keeps its 128-thread mapping; a consumer row's tile work halves (session 28)
+    pcw8 = bool(pcw8) and pc > 0 and BV == 128
     # bulk modes: the warp's next tile is copied into the stage as soon as the current one
     # is in registers for the last time: right after the projection's read on a
     # verify-only row, right after the fold's re-read on a flush row (instead of at the
@@ -3515,6 +3536,7 @@ def resolve_flags(
         tproj=tproj,
         pc=pc,
         pcsr=pcsr,
+        pcw8=pcw8,
     )
 
 
@@ -3556,6 +3578,7 @@ def compile_variant(
     tproj: bool = False,
     pc: int | None = None,
     pcsr: bool = False,
+    pcw8: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -3563,11 +3586,11 @@ def compile_variant(
     persist with late 10/13 (chain): BV=128 and prefetch 0 only (the next row's first state tile
     is copied during this row's epilogue; every live row completes two mbarrier phases per warp).
     The load-order / epilogue knobs (t1early, t1l2, wvearly, xpf, actfirst, dsreg, nobar, nextl2,
-    tepi, ostage, stef, afe, tproj, pcsr): GDN_UCACHE_<NAME> overrides each argument (0/1; XPF:
-    rows ahead); resolve_flags says what each does and keeps it only in the launch modes that have
-    it, and its result is part of the cache key. pc (stages per CTA of the producer-warp form:
-    0 off, 1 or 2, 3; chain at BV=64/128 with 16-byte q/k/v rows and ring dtype == state dtype):
-    the argument if given, else GDN_UCACHE_PC.
+    tepi, ostage, stef, afe, tproj, pcsr, pcw8): GDN_UCACHE_<NAME> overrides each argument (0/1;
+    XPF: rows ahead); resolve_flags says what each does and keeps it only in the launch modes that
+    have it, and its result is part of the cache key. pc (stages per CTA of the producer-warp form:
+    0 off, 1 or 2, 3; chain at BV=64/128 with 16-byte q/k/v rows and ring dtype == state dtype): the
+    argument if given, else GDN_UCACHE_PC.
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -3647,6 +3670,7 @@ def compile_variant(
         tproj=_flag_knob("GDN_UCACHE_TPROJ", tproj),
         pc=pc,
         pcsr=_flag_knob("GDN_UCACHE_PCSR", pcsr),
+        pcw8=_flag_knob("GDN_UCACHE_PCW8", pcw8),
     )
     if flags.pc and not (vec_qk and bsmem and ring_dtype == st_dtype):
         raise ValueError(

@@ -31,6 +31,7 @@ FLAG_KNOBS = {
     "tproj",
     "pc",
     "pcsr",
+    "pcw8",
 }
 
 

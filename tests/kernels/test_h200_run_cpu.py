@@ -683,21 +683,23 @@ def test_k28n_times_pc_rows_then_profiles(tmp_path: Path) -> None:
 def test_k29_checks_every_pc_form_before_the_sweep_that_splits_the_readings(
     tmp_path: Path,
 ) -> None:
-    """k29: every pc candidate on next and #3's suite forced onto pc + pcsr run together and
-    are archived before one sweep of pc's forms (stages, BV=64, pcsr) against the table."""
+    """k29: every pc candidate on next and #3's suite forced onto pc + pcsr and onto pc + pcw8
+    run together and are archived before one sweep of pc's forms against the table."""
     calls, out = run_mode(tmp_path, "k29")
     lines = calls.splitlines()
     (conf,) = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
     assert "candidate and pc" in conf and "OURS_MODULE=kernels/gdn_ucache_flush_next.py" in conf
-    (suite,) = [ln for ln in lines if "run_gpu_suite.py" in ln]
-    assert "GDN_UCACHE_PC=1" in suite and "suite-k29-pcsr" in suite
+    suites = [ln for ln in lines if "run_gpu_suite.py" in ln]
+    assert len(suites) == 2 and all("GDN_UCACHE_PC=1" in ln for ln in suites)
+    assert "suite-k29-pcsr" in suites[0] and "suite-k29-pcw8" in suites[1]
     (sweep,) = [ln for ln in lines if "sweep-k29" in ln]
     for form in (
         "ours:bv128+late13+persist2+pc+pcsr", "ours:bv128+late13+persist1+pc3",
         "ours:bv64+late13+persist3+pc", "ours:bv64+late13+persist2+pc3",
+        "ours:bv128+late13+persist2+pc+pcw8",
     ):  # fmt: skip
         assert f" {form} " in sweep, form
-    assert lines.index(suite) < lines.index(sweep)
+    assert max(lines.index(s) for s in suites) < lines.index(sweep)
     assert sorted(p.name for p in out.iterdir()) == [
         "kernel", "kernel-k29-conf.tar.gz", "kernel-k29.tar.gz",
     ]  # fmt: skip

@@ -447,8 +447,18 @@ def test_pc_producer_warp_feeds_two_stages(tmp_path: Path, monkeypatch: pytest.M
     assert n(sr, "mbarrier.init") == 6 and n(sr, "mbarrier.try_wait") == 3
     assert n(sr, "mbarrier.expect_tx.relaxed") == 1 and n(sr, "mbarrier.arrive.expect_tx") == 0
     assert n(sr, "mbarrier.arrive.shared") == 4 and n(sr, "mma.sync") == n(chain, "mma.sync")
-    # pc at BV=64: one tile per consumer warp, three CTAs per SM by shared memory
+    # pcw8: 8 consumer warps (one tile each) + the producer = 288 threads, `bar.sync 1, 256`,
+    # the MMAs of one tile per warp instead of two (the key side's are the same), same stages
     monkeypatch.setenv("GDN_UCACHE_PCSR", "0")
+    monkeypatch.setenv("GDN_UCACHE_PCW8", "1")
+    dump = tmp_path / "pcw8"
+    dump.mkdir()
+    info = {}
+    w8 = _compile("sm_90a", variant, dump, NEXT, info=info)[1]
+    assert ".reqntid 288, 1, 1" in w8 and n(w8, "bar.sync 1, 256;") == n(pc, "bar.sync 1, 128;")
+    assert n(w8, "mma.sync") < n(pc, "mma.sync") and info["smem_bytes"][0] == smem[1]
+    monkeypatch.setenv("GDN_UCACHE_PCW8", "0")
+    # pc at BV=64: one tile per consumer warp, three CTAs per SM by shared memory
     dump = tmp_path / "pc-bv64"
     dump.mkdir()
     info = {}

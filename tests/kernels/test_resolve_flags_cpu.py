@@ -257,6 +257,9 @@ def test_pc_resolves_to_its_stage_count_only_in_chain_at_bv128(kmod: Any) -> Non
     assert kmod.resolve_flags(4, 64, 13, True, True, True, pc=1).pc == 2  # BV=64: one tile each
     assert kmod.resolve_flags(4, 128, 13, True, True, True, pc=1, pcsr=True).pcsr
     assert not kmod.resolve_flags(4, 128, 13, True, True, True, pcsr=True).pcsr  # needs pc
+    assert kmod.resolve_flags(4, 128, 13, True, True, True, pc=1, pcw8=True).pcw8
+    assert not kmod.resolve_flags(4, 64, 13, True, True, True, pc=1, pcw8=True).pcw8  # BV=128
+    assert not kmod.resolve_flags(4, 128, 13, True, True, True, pcw8=True).pcw8  # needs pc
     assert kmod.resolve_flags(4, 128, 3, True, True, True, pc=1).pc == 0  # not bulk
     with pytest.raises(ValueError, match="GDN_UCACHE_PC=4: expected 0"):
         kmod.compile_variant(4, 16, 32, 128, persist=True, late=13, pc=4)
