@@ -892,10 +892,13 @@ k29)
   # persist1+pc3 vs persist1+pc isolates the stage count, bv64+persist3+pc the consumer rows
   # (one tile per warp, 3 CTAs/SM), pc + pcsr the early state release
   pids=()
-  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_CONFORMANCE_OUT=$out/conformance-candidate-pc.json \
-    timeout 200 python3 -m pytest tests/kernels/test_ours_conformance_gpu.py -v --tb=line \
-    -p no:cacheprovider -rfE -k "candidate and pc" >"$out/conformance-candidate-pc.log" 2>&1 &
-  pids+=($!)
+  for arm in serving bf16; do  # (twelve cases: one process per arm)
+    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_CONFORMANCE_OUT=$out/conformance-candidate-pc-$arm.json \
+      timeout 200 python3 -m pytest tests/kernels/test_ours_conformance_gpu.py -v --tb=line \
+      -p no:cacheprovider -rfE -k "candidate and pc and $arm" \
+      >"$out/conformance-candidate-pc-$arm.log" 2>&1 &
+    pids+=($!)
+  done
   GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_PC=1 GDN_UCACHE_PCSR=1 GDN_UCACHE_PERSIST=2 \
     GDN_UCACHE_NPROG=2 GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 setsid timeout 170 python3 \
     tests/conformance/run_gpu_suite.py --out "$out/suite-k29-pcsr" --backends ours \

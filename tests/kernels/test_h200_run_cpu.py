@@ -687,8 +687,11 @@ def test_k29_checks_every_pc_form_before_the_sweep_that_splits_the_readings(
     run together and are archived before one sweep of pc's forms against the table."""
     calls, out = run_mode(tmp_path, "k29")
     lines = calls.splitlines()
-    (conf,) = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
-    assert "candidate and pc" in conf and "OURS_MODULE=kernels/gdn_ucache_flush_next.py" in conf
+    confs = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
+    assert len(confs) == 2 and all(
+        "OURS_MODULE=kernels/gdn_ucache_flush_next.py" in c for c in confs
+    )
+    assert {c.split("candidate and pc and ")[1].split()[0] for c in confs} == {"serving", "bf16"}
     suites = [ln for ln in lines if "run_gpu_suite.py" in ln]
     assert len(suites) == 2 and all("GDN_UCACHE_PC=1" in ln for ln in suites)
     assert "suite-k29-pcsr" in suites[0] and "suite-k29-pcw8" in suites[1]
