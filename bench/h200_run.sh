@@ -890,7 +890,8 @@ k29)
   # ~4 us under load) or the stages (a fill must land within one consumer row). Conformance of
   # every pc candidate and of pc + pcsr (a third barrier per stage) first, then one sweep where
   # persist1+pc3 vs persist1+pc isolates the stage count, bv64+persist3+pc the consumer rows
-  # (one tile per warp, 3 CTAs/SM), pc + pcsr the early state release
+  # (one tile per warp, 3 CTAs/SM), pc + pcsr the early state release (pcw8 + pcsr: a timing
+  # column only, its two parts are checked apart)
   pids=()
   for arm in serving bf16; do  # (twelve cases: one process per arm)
     GDN_UCACHE_OURS_MODULE=$NEXTF GDN_CONFORMANCE_OUT=$out/conformance-candidate-pc-$arm.json \
@@ -920,7 +921,8 @@ k29)
   grid_sweep k29 ${K29_VARIANTS:-ours:base ours:bv128+late13+persist2+pc \
     ours:bv128+late13+persist2+pc+pcsr ours:bv128+late13+persist1+pc \
     ours:bv128+late13+persist1+pc3 ours:bv64+late13+persist3+pc ours:bv64+late13+persist2+pc3 \
-    ours:bv128+late13+persist2+pc+pcw8 ours:bv128+late13+persist2+pc+no_epistore}
+    ours:bv128+late13+persist2+pc+pcw8 ours:bv128+late13+persist2+pc+pcw8+pcsr \
+    ours:bv128+late13+persist2+pc+no_epistore}
   finish_mode
   ;;
 k15)
