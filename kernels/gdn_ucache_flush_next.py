@@ -1517,19 +1517,33 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             read_only_args=[dst.toint(), src.toint(), mbar.toint(), flag],
         )
 
-    def pc_state_bytes(ks: Any, live: Any) -> Any:
-        """pc: the bytes of a row's state copies (none for a pad row, or under `state`)."""
-        if "state" in ks.skip:
-            return Int32(0)
-        return cutlass.select_(live, Int32(ks.NTILE * 16 * K_DIM * 2), Int32(0))
-
-    def pc_state_copies(
+    def pc_stage_state(
         ks: Any, pool: Any, pool_s0: Any, slot: Any, hv: Any, v0: Any, st: Any, fb: Any,
-        lane: Any, live: Any,
+        lane: Any, arrive: bool,
     ) -> None:  # fmt: skip
-        """pc: the row's state into stage st, completing on fb: lanes < 2 NTILE copy rows 0-7 /
-        8-15 (lane % 2) of tile lane // 2 into its region (bulk_row's layout, the region index
-        = the tile, as late13's warp + 4 ti)."""
+        """pc: lane 0 arms the full barrier fb for the row's state bytes (none for a pad row or
+        under `state`), with its arrival (`arrive`) or by expect_tx alone (pcsr: lane 0 arrives
+        after the header's stores); then lanes < 2 NTILE copy rows 0-7 / 8-15 (lane % 2) of tile
+        lane // 2 into stage st's region of that tile (bulk_row's layout, as late13's warp + 4 ti),
+        completing on fb."""
+        live = slot >= Int32(0)
+        nbytes = (
+            Int32(0)
+            if "state" in ks.skip
+            else cutlass.select_(live, Int32(ks.NTILE * 16 * K_DIM * 2), Int32(0))
+        )
+        arm = (
+            "mbarrier.arrive.expect_tx.shared::cta.b64 _,"
+            if arrive
+            else "mbarrier.expect_tx.relaxed.cta.shared::cta.b64"
+        )
+        cute.arch.inline_ptx(
+            "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0; @p " + arm + " [{$r0}], {$r1}; }",
+            read_only_args=[fb.toint(), nbytes, lane],
+        )
+        cute.arch.sync_warp()
+        if "state" in ks.skip:
+            return
         tile = lane // 2
         hh = lane % 2
         src = pool + (
@@ -1569,20 +1583,12 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             if cutlass.const_expr(ks.pcsr):
                 st = pcs + s * PCW
                 fb = full + s
-                live = slot >= Int32(0)
-                nbytes = pc_state_bytes(ks, live)
                 if it >= S:
                     # the consumers are done with the stage's state (row it - S, phase 4)
                     cute.arch.mbarrier_wait(empty_st + s, (it // S - 1) % 2)
                 cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
-                cute.arch.inline_ptx(
-                    "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0;"
-                    " @p mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [{$r0}], {$r1}; }",
-                    read_only_args=[fb.toint(), nbytes, lane],
-                )
-                cute.arch.sync_warp()
-                if cutlass.const_expr("state" not in ks.skip):
-                    pc_state_copies(ks, pool, pool_s0, slot, hv, v0, st, fb, lane, live)
+                # (lane 0 arrives after the header's stores, below)
+                pc_stage_state(ks, pool, pool_s0, slot, hv, v0, st, fb, lane, False)
             if it >= S:
                 # the consumers have released the stage (row it - S)
                 cute.arch.mbarrier_wait(empty + s, (it // S - 1) % 2)
@@ -1614,16 +1620,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     read_only_args=[fb.toint(), lane],
                 )
             else:
-                live = slot >= Int32(0)
-                nbytes = pc_state_bytes(ks, live)
-                cute.arch.inline_ptx(
-                    "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0;"
-                    " @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [{$r0}], {$r1}; }",
-                    read_only_args=[fb.toint(), nbytes, lane],
-                )
-                cute.arch.sync_warp()
-                if cutlass.const_expr("state" not in ks.skip):
-                    pc_state_copies(ks, pool, pool_s0, slot, hv, v0, st, fb, lane, live)
+                pc_stage_state(ks, pool, pool_s0, slot, hv, v0, st, fb, lane, True)
             for j in cutlass.range_constexpr(4):
                 issue_windows(
                     kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, lane + 32 * j,
