@@ -3544,6 +3544,13 @@ def resolve_flags(
 TPROJ_PTXAS_OPTIONS = "--register-usage-level=3"
 
 
+def _pc_fits(rows_16b: bool, ring_dtype: torch.dtype, st_dtype: torch.dtype) -> bool:
+    """Where pc can run: 16-byte aligned q/k/v rows (its producer copies them by cp.async) and
+    late13's direct x fragments (smem-staged, GDN_UCACHE_BSMEM=1, ring dtype == state dtype)."""
+    bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
+    return bool(rows_16b) and bsmem and ring_dtype == st_dtype
+
+
 def compile_variant(
     T: int,
     H: int,
@@ -3669,7 +3676,7 @@ def compile_variant(
         pcsr=_flag_knob("GDN_UCACHE_PCSR", pcsr),
         pcw8=_flag_knob("GDN_UCACHE_PCW8", pcw8),
     )
-    if flags.pc and not (vec_qk and bsmem and ring_dtype == st_dtype):
+    if flags.pc and not _pc_fits(vec_qk, ring_dtype, st_dtype):
         raise ValueError(
             "pc (GDN_UCACHE_PC or the launch table) runs late13's direct x fragments: it needs "
             "16-byte aligned q/k/v rows (its producer warp copies them with cp.async), "
@@ -4325,12 +4332,7 @@ def _launch(
     vec_qk = os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k)
     # pc's producer copies q/k rows and the v slice by 16-byte cp.async, and its consumers run
     # late13's direct x fragments (smem-staged, ring dtype == state dtype): elsewhere it is chain
-    flags["pc"] = int(cfg["pc"]) * (
-        vec_qk
-        and _rows_16b(v)
-        and RING_TORCH == ST_TORCH
-        and os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
-    )
+    flags["pc"] = int(cfg["pc"]) * _pc_fits(vec_qk and _rows_16b(v), RING_TORCH, ST_TORCH)
     fn = compile_variant(
         T,
         H,
