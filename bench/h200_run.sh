@@ -142,24 +142,6 @@
 #                                  # row, vs one-row-per-CTA, flashinfer and the shipped kernel;
 #                                  # K26_PC_CONFIGS replaces its configurations), then one
 #                                  # row's on-chip latency (warm L2, chain at nprog1, B 1/4/16)
-#   bash bench/h200_run.sh k28     # ~330 s (session 28): next's pc (chain + a producer warp,
-#                                  # two stages per CTA, 2 CTAs/SM): the pc candidates' GPU
-#                                  # conformance on next and #3's suite forced onto pc, then a
-#                                  # cold-L2 sweep of the session-19/20 grid (the table, pc, pc +
-#                                  # wvearly, pc + no_epi vs flashinfer; K28_VARIANTS replaces
-#                                  # it), then k26's probe and rowlat (K28_PROBE=0: without them)
-#   bash bench/h200_run.sh k28n    # ~200 s (session 28): why pc loses (k28-h100): one row's
-#                                  # time on an idle SM (pc at nprog1, B 1/4/16, warm L2) and
-#                                  # Nsight Compute of the table, flashinfer and pc at B=256
-#                                  # verify-only (issue slots, warps active, stall reasons)
-#   bash bench/h200_run.sh k29     # ~250 s (session 28, after k28n): which remedy pc needs. The
-#                                  # pc candidates (2 / 3 stages, BV=64, pcsr, pcw8) on next and
-#                                  # #3's suite forced onto pc + pcsr and onto pc + pcw8, then a
-#                                  # sweep: pc, pc + pcsr,
-#                                  # 2 vs 3 stages at 1 CTA/SM, BV=64 at 3 CTAs/SM, BV=64 with 3
-#                                  # stages, 8 consumer warps, pc + no_epistore vs the table and
-#                                  # flashinfer
-#                                  # (K29_VARIANTS replaces it)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -837,92 +819,6 @@ k26)
     checkpoint_mode sweep
   fi
   if [[ ${K26_PROBE_FIRST:-0} != 1 ]]; then k26_probe && k26_rowlat; fi
-  finish_mode
-  ;;
-k28)
-  # session 28: pc must be correct before it is timed. The candidates' cases (pad rows, GQA,
-  # 2 programs walking rows; the vLLM layout under a CUDA graph) on next, then #3's suite with
-  # pc forced (late13, BV=128, 2 programs so that every CTA walks rows), both in parallel
-  pids=()
-  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_CONFORMANCE_OUT=$out/conformance-candidate-pc.json \
-    timeout 170 python3 -m pytest tests/kernels/test_ours_conformance_gpu.py -v --tb=line \
-    -p no:cacheprovider -rfE -k "candidate and pc" >"$out/conformance-candidate-pc.log" 2>&1 &
-  pids+=($!)
-  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_PC=1 GDN_UCACHE_PERSIST=2 GDN_UCACHE_NPROG=2 \
-    GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 setsid timeout 170 python3 \
-    tests/conformance/run_gpu_suite.py --out "$out/suite-k28-pc" --backends ours \
-    --arms serving,bf16 --deadline-s 150 --jobs 4 --max-steps 300 >"$out/suite-k28-pc.log" 2>&1 &
-  pids+=($!)
-  wait "${pids[@]}" || true
-  conformance_summary 150
-  echo "== suite-k28-pc:"
-  tail -2 "$out/suite-k28-pc.log"
-  checkpoint_mode conf
-  # shellcheck disable=SC2086 # a word list
-  grid_sweep k28 ${K28_VARIANTS:-ours:base ours:bv128+late13+persist2+pc \
-    ours:bv128+late13+persist2+pc+wvearly ours:bv128+late13+persist2+pc+no_epi}
-  checkpoint_mode sweep
-  if [[ ${K28_PROBE:-1} != 0 ]]; then k26_probe && k26_rowlat; fi
-  finish_mode
-  ;;
-k28n)
-  # session 28: pc (4 consumer warps, 2 CTAs/SM) ran 4-13 % behind the table on an H100 while
-  # pc + no_epi and pc + stream kept flashinfer's rate: its consumers bind. Are they short of
-  # issue slots (then 8 consumer warps would not help) or of warps to hide latency (then they
-  # would)? One row's time with the next row always staged (pc at nprog1: 32 CTAs, idle SMs),
-  # then the profiles.
-  # shellcheck disable=SC2086 # a word list
-  timeout 70 python3 bench/knockout.py --warm --reps 20 --arm serving --hv 32 --batch 1 4 16 \
-    --flush 0 100 --budget-s 50 --json "$out/rowlat-pc.json" --backends flashinfer \
-    --modules "ours=$NEXTF" --variants ${K28N_ROWLAT:-ours:bv128+late13+persist1+nprog1 \
-    ours:bv128+late13+persist1+nprog1+pc ours:bv128+late13+persist1+nprog1+pc+no_epi \
-    ours:bv128+late13+persist1+nprog1+pc+stream} 2>&1 |
-    tee "$out/rowlat-pc.log" | grep -v '^# v' | tail -n 12 || true
-  checkpoint_mode rowlat
-  ncu_profile ncu-k28-table 100 --backends ours flashinfer --hv 32 64 --batch 256 --flush 0
-  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_PC=1 GDN_UCACHE_PERSIST=2 GDN_UCACHE_LATE=13 \
-    GDN_UCACHE_BV=128 ncu_profile ncu-k28-pc 70 --backends ours --hv 32 64 --batch 256 --flush 0
-  rm -f "$out"/*.ncu-rep
-  finish_mode
-  ;;
-k29)
-  # session 28: k28n left two readings of pc's loss: the consumers (a row takes 2.16 us alone,
-  # ~4 us under load) or the stages (a fill must land within one consumer row). Conformance of
-  # every pc candidate and of pc + pcsr (a third barrier per stage) first, then one sweep where
-  # persist1+pc3 vs persist1+pc isolates the stage count, bv64+persist3+pc the consumer rows
-  # (one tile per warp, 3 CTAs/SM), pc + pcsr the early state release (pcw8 + pcsr: a timing
-  # column only, its two parts are checked apart)
-  pids=()
-  for arm in serving bf16; do  # (twelve cases: one process per arm)
-    GDN_UCACHE_OURS_MODULE=$NEXTF GDN_CONFORMANCE_OUT=$out/conformance-candidate-pc-$arm.json \
-      timeout 200 python3 -m pytest tests/kernels/test_ours_conformance_gpu.py -v --tb=line \
-      -p no:cacheprovider -rfE -k "candidate and pc and $arm" \
-      >"$out/conformance-candidate-pc-$arm.log" 2>&1 &
-    pids+=($!)
-  done
-  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_PC=1 GDN_UCACHE_PCSR=1 GDN_UCACHE_PERSIST=2 \
-    GDN_UCACHE_NPROG=2 GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 setsid timeout 170 python3 \
-    tests/conformance/run_gpu_suite.py --out "$out/suite-k29-pcsr" --backends ours \
-    --arms serving,bf16 --deadline-s 150 --jobs 4 --max-steps 300 >"$out/suite-k29-pcsr.log" 2>&1 &
-  pids+=($!)
-  GDN_UCACHE_OURS_MODULE=$NEXTF GDN_UCACHE_PC=1 GDN_UCACHE_PCW8=1 GDN_UCACHE_PERSIST=2 \
-    GDN_UCACHE_NPROG=2 GDN_UCACHE_LATE=13 GDN_UCACHE_BV=128 setsid timeout 170 python3 \
-    tests/conformance/run_gpu_suite.py --out "$out/suite-k29-pcw8" --backends ours \
-    --arms serving,bf16 --deadline-s 150 --jobs 4 --max-steps 300 >"$out/suite-k29-pcw8.log" 2>&1 &
-  pids+=($!)
-  wait "${pids[@]}" || true
-  conformance_summary 150
-  for name in suite-k29-pcsr suite-k29-pcw8; do
-    echo "== $name:"
-    tail -2 "$out/$name.log"
-  done
-  checkpoint_mode conf
-  # shellcheck disable=SC2086 # a word list
-  grid_sweep k29 ${K29_VARIANTS:-ours:base ours:bv128+late13+persist2+pc \
-    ours:bv128+late13+persist2+pc+pcsr ours:bv128+late13+persist1+pc \
-    ours:bv128+late13+persist1+pc3 ours:bv64+late13+persist3+pc ours:bv64+late13+persist2+pc3 \
-    ours:bv128+late13+persist2+pc+pcw8 ours:bv128+late13+persist2+pc+pcw8+pcsr \
-    ours:bv128+late13+persist2+pc+no_epistore}
   finish_mode
   ;;
 k15)

@@ -109,13 +109,6 @@ VARIANTS = {
     # session 21: bulk modes, T <= 4: the projection transposed ([X hi; X lo] S0^T), both
     # operands from 16-byte shared reads (no register moves assembling A fragments)
     "tproj": {"GDN_UCACHE_TPROJ": "1"},
-    # session 28, chain at BV=128 (late13 + persistN): a producer warp fills two shared-memory
-    # stages per CTA (state, windows, activations) while warps 0-3 compute (next only)
-    "pc": {"GDN_UCACHE_PC": "1"},
-    # session 28, pc only: the state released after phase 4 (the next fill overlaps phase 5)
-    "pcsr": {"GDN_UCACHE_PCSR": "1"},
-    # session 28, pc at BV=128 only: 8 consumer warps (one tile each) instead of 4
-    "pcw8": {"GDN_UCACHE_PCW8": "1"},
 }
 # Launch configurations of kernels/gdn_ucache_flush.py that may become defaults (T=4). The GPU
 # conformance test runs each of them in the serving and bf16 arms; the final benchmark times only
@@ -177,19 +170,6 @@ CANDIDATES = (
     # B=32 the stores are ~0.4 us of HV=48's 1.8 us gap on an H100 (no_epistore, session 22);
     # 82 registers, no spill, 5 CTAs/SM (bench/ptxas_regs.py)
     "bv128+late10+mbp0+t1early+afe+ostage",
-    # session 28: pc (next only: the shipped file has no producer warp and ignores
-    # GDN_UCACHE_PC): 2 CTAs/SM (101.7 KB of shared memory each at T=4), with and without the
-    # window weights from the stage's g row before phase 1's barrier
-    "bv128+late13+persist2+pc",
-    "bv128+late13+persist2+pc+wvearly",
-    # session 28 (k28n): three stages per CTA (147 KB: 1 CTA/SM), to tell whether two stages
-    # are too few for a fill to land within one consumer row under load
-    "bv128+late13+persist1+pc3",
-    # session 28: pc at BV=64 (one tile per consumer warp, 60.4 KB: 3 CTAs/SM, 12 consumer
-    # warps per SM with half-length rows)
-    "bv64+late13+persist3+pc",
-    "bv128+late13+persist2+pc+pcsr",
-    "bv128+late13+persist2+pc+pcw8",
     # Left in session 21, after the H200 had timed them (the knobs stay in next, each still
     # checked by its forced suite in its h200_run mode): the other dsreg / nobar forms (no gain
     # at B >= 128 on either card), chain (sessions 18-19: slower), tepi (1-2 % slower), afe alone
@@ -222,9 +202,6 @@ KNOBS = (
     "GDN_UCACHE_OSTAGE",
     "GDN_UCACHE_STEF",
     "GDN_UCACHE_TPROJ",
-    "GDN_UCACHE_PC",
-    "GDN_UCACHE_PCSR",
-    "GDN_UCACHE_PCW8",
 )
 
 
@@ -253,8 +230,6 @@ def variant_env(name: str) -> dict[str, str]:
             env["GDN_UCACHE_PERSIST"] = part[7:]
         elif part.startswith("nprog") and part[5:].isdigit():
             env["GDN_UCACHE_NPROG"] = part[5:]
-        elif part.startswith("pc") and part[2:].isdigit():
-            env["GDN_UCACHE_PC"] = part[2:]  # pcN: N shared-memory stages per CTA (pc = 2)
         elif part in ("pf", "pf1", "pf2"):
             env["GDN_UCACHE_PREFETCH"] = part[2:] or "1"
         elif any(part.startswith(p) and part[len(p) :].isdigit() for p in ("pad", "stag")):

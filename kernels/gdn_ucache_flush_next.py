@@ -1500,166 +1500,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             )
         return g_words
 
-    # ---- pc (session 28): the producer warp and the consumers' reads of its stage ----------
-
-    def lds_b16_at(addr: Any) -> Any:
-        """A raw 16-bit element (zero-extended) from shared memory at a 32-bit shared address."""
-        return cute.arch.inline_ptx(
-            "ld.shared.u16 {$w0}, [{$r0}];", write_only_types=[Int32], read_only_args=[addr]
-        )
-
-    def bulk_copy_2k(dst: Any, src: Any, mbar: Any, flag: Any) -> None:
-        """One 2 KB bulk async copy global -> shared that completes on mbar, if flag != 0."""
-        cute.arch.inline_ptx(
-            "{ .reg .pred p; setp.ne.s32 p, {$r3}, 0;"
-            " @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-            " [{$r0}], [{$r1}], 2048, [{$r2}]; }",
-            read_only_args=[dst.toint(), src.toint(), mbar.toint(), flag],
-        )
-
-    def pc_stage_state(
-        ks: Any, pool: Any, pool_s0: Any, slot: Any, hv: Any, v0: Any, st: Any, fb: Any,
-        lane: Any, arrive: bool,
-    ) -> None:  # fmt: skip
-        """pc: lane 0 arms the full barrier fb for the row's state bytes (none for a pad row or
-        under `state`), with its arrival (`arrive`) or by expect_tx alone (pcsr: lane 0 arrives
-        after the header's stores); then lanes < 2 NTILE copy rows 0-7 / 8-15 (lane % 2) of tile
-        lane // 2 into stage st's region of that tile (bulk_row's layout, as late13's warp + 4 ti),
-        completing on fb."""
-        live = slot >= Int32(0)
-        nbytes = (
-            Int32(0)
-            if "state" in ks.skip
-            else cutlass.select_(live, Int32(ks.NTILE * 16 * K_DIM * 2), Int32(0))
-        )
-        arm = (
-            "mbarrier.arrive.expect_tx.shared::cta.b64 _,"
-            if arrive
-            else "mbarrier.expect_tx.relaxed.cta.shared::cta.b64"
-        )
-        cute.arch.inline_ptx(
-            "{ .reg .pred p; setp.eq.s32 p, {$r2}, 0; @p " + arm + " [{$r0}], {$r1}; }",
-            read_only_args=[fb.toint(), nbytes, lane],
-        )
-        cute.arch.sync_warp()
-        if "state" in ks.skip:
-            return
-        tile = lane // 2
-        hh = lane % 2
-        src = pool + (
-            Int64(cutlass.max(slot, Int32(0))) * pool_s0
-            + Int64(hv * V_DIM_C * K_DIM)
-            + Int64((v0 + tile * 16 + 8 * hh) * K_DIM)
-        )
-        bulk_copy_2k(st + bulk_row(tile, hh), src, fb, as_flag(live & (lane < 2 * ks.NTILE)))
-
-    @cute.jit
-    def pc_producer(
-        ks, dims, pcs, full, empty, empty_st, lane, z0, nprog, n_items, ih, hv, v0, q, k, v, a,
-        b, idx, hist, cbase, pool, kc, uc, gc, q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st,
-        b_sb, b_st, pool_s0, kc_s0, uc_s0, gc_s0,
-    ):  # fmt: skip
-        # Warp 4 of a pc CTA: rows z0, z0 + nprog, ... into stages it % S. A stage's full barrier
-        # (count 33) completes when lane 0 has armed it for the state's bytes (after the header's
-        # stores), the state's 2 NTILE bulk copies have landed and each lane's cp.async (q/k rows, v
-        # slice, windows, g row) have: cp.async.mbarrier.arrive.noinc per lane. Its empty barrier
-        # (count 1) is the consumers' release at the row's end. pcsr: the state's copies wait only
-        # for empty_st (count 4: each consumer warp after phase 4), lane 0 arms the bytes by
-        # expect_tx first and arrives after the header's stores.
-        T, BV, NX, XR, VSS, XPARTS = dims
-        PCW, KOFF, UOFF, GOFF, QOFF, VOFF, HOFF = ks.pc_layout
-        S = ks.pc_stages
-        for it in cutlass.range(n_items, unroll=1):
-            s = it % S
-            bi = z0 + it * nprog
-            bi64 = Int64(bi)
-            # the cursors and gates first: one DRAM trip that overlaps the wait for the stage
-            slot = ldg_b32(idx + bi)
-            P = ldg_b32(hist + bi)
-            base = ldg_b32(cbase + bi)
-            tl = cutlass.min(lane, Int32(T - 1))
-            a_raw = ldg_b16(a + (bi64 * a_sb + Int64(tl) * a_st + Int64(hv)))
-            b_raw = ldg_b16(b + (bi64 * b_sb + Int64(tl) * b_st + Int64(hv)))
-            if cutlass.const_expr(ks.pcsr):
-                st = pcs + s * PCW
-                fb = full + s
-                if it >= S:
-                    # the consumers are done with the stage's state (row it - S, phase 4)
-                    cute.arch.mbarrier_wait(empty_st + s, (it // S - 1) % 2)
-                cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
-                # (lane 0 arrives after the header's stores, below)
-                pc_stage_state(ks, pool, pool_s0, slot, hv, v0, st, fb, lane, False)
-            if it >= S:
-                # the consumers have released the stage (row it - S)
-                cute.arch.mbarrier_wait(empty + s, (it // S - 1) % 2)
-            # their generic-proxy reads of the stage, before the copy engine writes into it
-            cute.arch.inline_ptx("fence.proxy.async.shared::cta;")
-            st = pcs + s * PCW
-            fb = full + s
-            # q/k rows and the v slice do not wait for the cursors (a pad row's rows lie inside
-            # their tensors' storage, as chain reads them; nothing reads them back)
-            for j in cutlass.range_constexpr(4):
-                issue_acts(
-                    q, k, v, q_sb, q_st, k_sb, k_st, v_sb, v_st, bi, bi >= Int32(0), ih, hv, v0,
-                    lane + 32 * j, cute.recast_ptr(st + QOFF, dtype=ks.io_c),
-                    cute.recast_ptr(st + VOFF, dtype=ks.io_c), T, BV,
-                )  # fmt: skip
-            hdr = cute.make_tensor(st + HOFF, cute.make_layout(3 + 2 * T))
-            if lane < T:
-                hdr[3 + lane] = a_raw
-                hdr[3 + T + lane] = b_raw
-            if lane == 0:
-                hdr[0] = slot
-                hdr[1] = P
-                hdr[2] = base
-            cute.arch.sync_warp()  # the header's stores before lane 0's (releasing) arrival
-            if cutlass.const_expr(ks.pcsr):
-                cute.arch.inline_ptx(
-                    "{ .reg .pred p; setp.eq.s32 p, {$r1}, 0;"
-                    " @p mbarrier.arrive.shared::cta.b64 _, [{$r0}]; }",
-                    read_only_args=[fb.toint(), lane],
-                )
-            else:
-                pc_stage_state(ks, pool, pool_s0, slot, hv, v0, st, fb, lane, True)
-            for j in cutlass.range_constexpr(4):
-                issue_windows(
-                    kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, lane + 32 * j,
-                    cute.recast_ptr(st + KOFF, dtype=ks.ring_c),
-                    cute.recast_ptr(st + UOFF, dtype=ks.ring_c),
-                    cute.recast_ptr(st + GOFF, dtype=Float32), BV, ks.KPW,
-                )  # fmt: skip
-            cute.arch.inline_ptx(
-                "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{$r0}];",
-                read_only_args=[fb.toint()],
-            )
-        cute.arch.cp_async_wait_group(0)  # nothing of ours in flight when the warp retires
-
-    @cute.jit
-    def row_act_smem(ks, dims, pst, tid, c8, alog_pre, dtb_pre):
-        # pc: row_act_loads' values from the producer's stage (the same words: q/k as 16-byte
-        # runs, v and the gates as raw 16-bit elements); a_log / dt_bias were loaded at entry
-        T, BV, NX, XR, VSS, XPARTS = dims
-        PCW, KOFF, UOFF, GOFF, QOFF, VOFF, HOFF = ks.pc_layout
-        wq_pre = []
-        qk_at = (pst + QOFF).toint()
-        for pss in cutlass.range_constexpr(XR // 8):
-            rq1 = tid // 16 + 8 * pss
-            rc0 = cutlass.min(rq1, Int32(NX - 1))
-            w4 = lds_v4_at(qk_at + (rc0 * K_DIM + c8) * 2)
-            live = rq1 < NX
-            wq = []
-            for e in cutlass.range_constexpr(4):
-                wq.append(cutlass.select_(live, w4[e], Int32(0)))
-            wq_pre.append(tuple(wq))
-        v_pre = []
-        v_at = (pst + VOFF).toint()
-        for i in cutlass.range_constexpr((T * BV + THREADS - 1) // THREADS):
-            ev0 = cutlass.min(tid + THREADS * i, Int32(T * BV - 1))
-            v_pre.append(lds_b16_at(v_at + ev0 * 2))
-        hdr = cute.make_tensor(pst + HOFF, cute.make_layout(3 + 2 * T))
-        tl0 = cutlass.min(tid, Int32(T - 1))
-        return wq_pre, v_pre, hdr[3 + tl0], hdr[3 + T + tl0], alog_pre, dtb_pre
-
     @cute.jit
     def l2_next_row(
         acts, rings, zf, slot_f, P_f, base_f, has_next, warp, lane, ih, hv, v0, BV, T
@@ -1715,10 +1555,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.NX = 2 * T  # rows of the packed [k^; q^] tile
             self.NXP = 8 if self.NX <= 8 else 16  # padded to MMA n-tiles
             self.NTILE = BV // 16  # 16-row MMA tiles per CTA
-            # consumer warps (the row code's warps): 4, or 8 with pcw8 (a producer warp follows
-            # them in pc)
-            self.cw = 8 if flags.pcw8 else 4
-            self.TILES_PER_WARP = (self.NTILE + self.cw - 1) // self.cw
+            self.TILES_PER_WARP = (self.NTILE + 3) // 4
             # warps for the window scores and the Gram: idle warps when BV < 64
             self.SC_WARP = self.NTILE if self.NTILE < 4 else 0
             self.GR_WARP = (self.SC_WARP + 1) % 4
@@ -1829,41 +1666,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             self.stef = flags.stef
             self.afe = flags.afe
             self.tproj = flags.tproj
-            # pc (session 28, kernels/NOTES.md): chain with a producer warp. Warp 4 walks the CTA's
-            # rows and fills pc_stages (2 or 3) shared-memory stages, each one row's cursors, gates,
-            # q/k rows, v slice, ring windows, g row (cp.async, tied to the stage's full mbarrier)
-            # and whole state (2 KB bulk copies, 2 per tile, on the same mbarrier); warps 0-3 run
-            # phases 1-5 from the stage (the row code unchanged: late13's tile layout, one region
-            # per tile) and release it at the row's end. Their CTA barriers become `bar.sync 1, 128`
-            # (the producer never joins one). Row r + 1's bytes are in flight while row r computes,
-            # so phase 5 no longer ends a CTA's stream.
-            self.pc = flags.pc > 0
-            self.pc_stages = flags.pc
-            self.pcsr = flags.pcsr
-            self.pcw8 = flags.pcw8
-            self.threads = 32 * self.cw + (32 if self.pc else 0)
-            if self.pc:
-                assert self.chain and BV in (64, 128) and self.vec_qk and self.xdirect
-                # one stage, in 32-bit words: NTILE state tiles in bulk_row's layout, the k window
-                # (16 rows of KPW words), the u window (16 rows of UWS 16-bit elements), the g
-                # row, the [k; q] rows (16-bit), the v slice (16-bit), then a header of the
-                # cursors (slot, P, base) and the raw a / b gates (one word per token)
-                koff = self.NTILE * BULK_WARP_WORDS
-                uoff = koff + 16 * self.KPW
-                goff = uoff + 16 * self.UWS // 2
-                qoff = goff + RING_SLOTS
-                voff = qoff + T * K_DIM
-                hoff = voff + T * BV // 2
-                words = hoff + 3 + 2 * T
-                self.pc_layout = ((words + 31) // 32 * 32, koff, uoff, goff, qoff, voff, hoff)
-
-        def csync(self) -> None:
-            """The row code's CTA barrier: over the 4 consumer warps only in pc (bar 1; the
-            producer warp never joins), else __syncthreads (bar 0, all of the CTA)."""
-            if self.pc:
-                cute.arch.inline_ptx(f"bar.sync 1, {32 * self.cw};")
-            else:
-                cute.arch.sync_threads()
 
         @cute.jit
         def __call__(
@@ -1945,7 +1747,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 seed,
             ).launch(
                 grid=(V_DIM_C // self.BV, self.HV, nprog),
-                block=(self.threads, 1, 1),
+                block=(THREADS, 1, 1),
                 stream=stream,
                 min_blocks_per_mp=self.mbp,
                 preferred_smem_carveout=self.carveout if self.carveout >= 0 else None,
@@ -2016,11 +1818,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             v0 = vblk * BV
             warp = tid // 32
             lane = tid % 32
-            tid_cta = tid  # (the barrier inits and the row-end release: one thread of the CTA)
-            if cutlass.const_expr(self.cw > 4):
-                # pcw8: warps 4-7 repeat warps 0-3's thread-indexed phase 1-3 work (identical
-                # values to identical addresses) and own tiles 4-7 in phases 4-5
-                tid = tid % THREADS
             # Thread (g4, c4) of a warp holds rows g4 and g4 + 8 of its 16-row state tile, columns
             # c4*8 + 32 i + 0..7 (i < 4): exactly its mma.sync A fragments after a K-permutation
             # that the B operand repeats. Warps without a tile (BV < 64) load a duplicate tile and
@@ -2032,8 +1829,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             skip_state = "state" in self.skip
 
             smem = SmemAllocator()
-            # window buffers (the prefetching CTA fills the other one; pc: in its stages)
-            NBUF = 2 if self.pf else (0 if self.pc else 1)
+            NBUF = 2 if self.pf else 1  # window buffers (the prefetching CTA fills the other one)
             # timing knock-out `alias` (results are wrong): the seven large buffers below share
             # one region, so shared memory stops limiting the CTAs per SM; it measures what a
             # kernel whose registers and shared memory both allow 7 CTAs/SM would gain
@@ -2060,9 +1856,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # per SM below what the registers allow: the windows stay in their 16-bit ring dtype.
             xs_ptr = big(Float32, 4 if self.xdirect else XR * K_DIM)
             xs = cute.make_tensor(xs_ptr, cute.make_layout(XR * K_DIM))
-            kc16 = big(self.ring_c, max(NBUF * 16 * 2 * KPW, 8))
-            uw16 = big(self.ring_c, max(NBUF * 16 * UWS, 8))
-            graw = smem.allocate_array(Float32, max(NBUF * RING_SLOTS, 4), byte_alignment=16)
+            kc16 = big(self.ring_c, NBUF * 16 * 2 * KPW)
+            uw16 = big(self.ring_c, NBUF * 16 * UWS)
+            graw = smem.allocate_array(Float32, NBUF * RING_SLOTS, byte_alignment=16)
             NBUFA = 2 if self.pf_act else 0  # raw activation buffers (q/k rows, v slice)
             qk16 = smem.allocate_array(self.io_c, max(NBUFA * 2 * T * K_DIM, 8), byte_alignment=16)
             v16 = smem.allocate_array(self.io_c, max(NBUFA * T * BV, 8), byte_alignment=16)
@@ -2120,35 +1916,16 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             # plus the odd rows' 64-byte shift)
             stage = smem.allocate_array(
                 Int32,
-                4 * BULK_WARP_WORDS if self.bulk and not self.pc else 4,
+                4 * BULK_WARP_WORDS if self.bulk else 4,
                 byte_alignment=128 if self.bulk else 16,
             )
             # one mbarrier per warp (its tile's bulk copies complete on it)
-            mbar_w = (
-                smem.allocate_array(Int64, 4, byte_alignment=8) + warp
-                if self.bulk and not self.pc
-                else None
-            )
-            # pc: the producer's stages and their full / empty mbarriers
-            pcs = pc_full = pc_empty = pc_empty_st = None
-            if cutlass.const_expr(self.pc):
-                pcs = smem.allocate_array(
-                    Int32, self.pc_stages * self.pc_layout[0], byte_alignment=128
-                )
-                pc_full = smem.allocate_array(Int64, self.pc_stages, byte_alignment=8)
-                pc_empty = smem.allocate_array(Int64, self.pc_stages, byte_alignment=8)
-                if cutlass.const_expr(self.pcsr):
-                    pc_empty_st = smem.allocate_array(Int64, self.pc_stages, byte_alignment=8)
+            mbar_w = smem.allocate_array(Int64, 4, byte_alignment=8) + warp if self.bulk else None
             if cutlass.const_expr(self.pad_bytes > 0):
                 smem.allocate_array(Int32, self.pad_bytes // 4, byte_alignment=16)
 
             # The three cursors are [B] tensors (real for pad rows too): load them together.
-            if cutlass.const_expr(self.pc):
-                # (each row's come from its stage's header)
-                slot = Int32(0)
-                P = Int32(0)
-                base = Int32(0)
-            elif cutlass.const_expr(self.early):
+            if cutlass.const_expr(self.early):
                 slot = ldg_b32(idx + z0)
                 P = ldg_b32(hist + z0)
                 base = ldg_b32(cbase + z0)
@@ -2236,20 +2013,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             g_pre = []
             if cutlass.const_expr(self.wvearly and prologue_at_entry):
                 g_pre = row_g_words(gc, gc_s0, slot_ld, hv, base, P, tid)
-            alog_pc = dtb_pc = None
-            if cutlass.const_expr(self.pc):
-                if tid_cta == 0:
-                    for s_i in cutlass.range_constexpr(self.pc_stages):
-                        cute.arch.mbarrier_init(pc_full + s_i, 1 + 32)  # see pc_producer
-                        cute.arch.mbarrier_init(pc_empty + s_i, 1)
-                        if cutlass.const_expr(self.pcsr):
-                            # one arrival per consumer warp
-                            cute.arch.mbarrier_init(pc_empty_st + s_i, self.cw)
-                    cute.arch.mbarrier_init_fence()
-                cute.arch.sync_threads()  # (all 5 warps; the roles split below)
-                alog_pc = ldg_b32(cute.recast_ptr(a_log + Int64(hv), dtype=Int32), True)
-                dtb_pc = ldg_b32(cute.recast_ptr(dt_bias + Int64(hv), dtype=Int32), True)
-            if cutlass.const_expr(self.bulk and not self.pc):
+            if cutlass.const_expr(self.bulk):
                 if lane == 0:
                     cute.arch.mbarrier_init(mbar_w, 1)
                     cute.arch.mbarrier_init_fence()
@@ -2298,28 +2062,10 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
             n_items = Int32(1)
             if cutlass.const_expr(self.persist):
                 n_items = (batch - z0 + nprog - Int32(1)) // nprog
-            if cutlass.const_expr(self.pc):
-                if warp == Int32(self.cw):
-                    pc_producer(
-                        self, dims, pcs, pc_full, pc_empty, pc_empty_st, lane, z0, nprog, n_items,
-                        ih, hv, v0, q, k, v, a, b, idx, hist, cbase, pool, kc, uc, gc, q_sb, q_st,
-                        k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st, pool_s0, kc_s0, uc_s0,
-                        gc_s0,
-                    )  # fmt: skip
-                n_items = cutlass.select_(warp < Int32(self.cw), n_items, Int32(0))  # consumers
             for it in cutlass.range(n_items, unroll=1):
                 bi = z0 + it * nprog
-                if cutlass.const_expr(self.pc):
-                    # this row's stage: wait until the producer has filled it
-                    s_pc = it % self.pc_stages
-                    cute.arch.mbarrier_wait(pc_full + s_pc, (it // self.pc_stages) % 2)
-                    pst = pcs + s_pc * self.pc_layout[0]
-                    hdr_c = cute.make_tensor(pst + self.pc_layout[6], cute.make_layout(3))
-                    slot = hdr_c[0]
-                    P = hdr_c[1]
-                    base = hdr_c[2]
                 nslot, nP, nbase = slot, P, base
-                if cutlass.const_expr(self.persist and not self.pc):
+                if cutlass.const_expr(self.persist):
                     # next row's cursors now: their DRAM trip overlaps this row's work
                     bn = cutlass.min(bi + nprog, batch - Int32(1))
                     nslot = cute.arch.load(idx + bn, Int32)
@@ -2332,25 +2078,15 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     # the one-row prologue for row bi (its tile 0 is in flight since the previous
                     # row's last stage read, or since entry)
                     has_next = as_flag(it + Int32(1) < n_items)  # (no wait on the next cursors)
-                    if cutlass.const_expr(self.pc):
-                        acts_row = row_act_smem(self, dims, pst, tid, c8, alog_pc, dtb_pc)
-                    else:
-                        acts_row = row_act_loads(
-                            self, dims, bi, tid, c8, ih, hv, v0, q, k, v, a, b, a_log, dt_bias,
-                            q_sb, q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st,
-                        )  # fmt: skip
-                        issue_windows(
-                            kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
-                            kc16, uw16, graw, BV, KPW,
-                        )  # fmt: skip
-                    if cutlass.const_expr(self.wvearly and self.pc):
-                        # row_g_words' two words, from the stage's g row
-                        gw_pc = cute.make_tensor(pst + self.pc_layout[3], cute.make_layout(32))
-                        g_words = [
-                            gw_pc[(base + cutlass.min(tid, Int32(15))) & RING_MASK],
-                            gw_pc[(base + P - Int32(1)) & RING_MASK],
-                        ]
-                    elif cutlass.const_expr(self.wvearly):
+                    acts_row = row_act_loads(
+                        self, dims, bi, tid, c8, ih, hv, v0, q, k, v, a, b, a_log, dt_bias, q_sb,
+                        q_st, k_sb, k_st, v_sb, v_st, a_sb, a_st, b_sb, b_st,
+                    )  # fmt: skip
+                    issue_windows(
+                        kc, uc, gc, kc_s0, uc_s0, gc_s0, slot, P, base, ih, hv, v0, tid,
+                        kc16, uw16, graw, BV, KPW,
+                    )  # fmt: skip
+                    if cutlass.const_expr(self.wvearly):
                         g_words = row_g_words(
                             gc, gc_s0, cutlass.max(slot, Int32(0)), hv, base, P, tid
                         )
@@ -2362,14 +2098,9 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 # this row's window buffers: the k window as 16-bit elements and as 32-bit pairs
                 # (the MMA A words), the u window likewise, the g row (prefetch mode)
                 buf = it % 2 if cutlass.const_expr(self.pf) else 0
-                if cutlass.const_expr(self.pc):
-                    kc16_i = cute.recast_ptr(pst + self.pc_layout[1], dtype=self.ring_c)
-                    uw16_i = cute.recast_ptr(pst + self.pc_layout[2], dtype=self.ring_c)
-                    graw_i = cute.recast_ptr(pst + self.pc_layout[3], dtype=Float32)
-                else:
-                    kc16_i = kc16 + buf * (16 * 2 * KPW)
-                    uw16_i = uw16 + buf * (16 * UWS)
-                    graw_i = graw + buf * RING_SLOTS
+                kc16_i = kc16 + buf * (16 * 2 * KPW)
+                uw16_i = uw16 + buf * (16 * UWS)
+                graw_i = graw + buf * RING_SLOTS
                 kcs_i = cute.make_tensor(kc16_i, cute.make_layout(16 * 2 * KPW))
                 kcw_i = cute.make_tensor(
                     cute.recast_ptr(kc16_i, dtype=Int32), cute.make_layout(16 * KPW)
@@ -2385,7 +2116,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                 v16_i = cute.make_tensor(v16 + buf * (T * BV), cute.make_layout(T * BV))
                 if cutlass.const_expr(self.pf):
                     cute.arch.cp_async_wait_group(0)  # this row's windows have landed ...
-                    self.csync()  # ... for every thread's copies
+                    cute.arch.sync_threads()  # ... for every thread's copies
                 if slot >= Int32(0):
                     is_flush = P >= flush_min
                     slot64 = Int64(slot)
@@ -2578,7 +2309,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             if tid < P:
                                 wj = cute.math.exp(g_star - as_f32(g_words[0]), fastmath=True)
                             wv[tid] = wj
-                    self.csync()
+                    cute.arch.sync_threads()
                     if cutlass.const_expr(self.early):
                         if cutlass.const_expr(not self.wvearly):
                             # G* (0 for an empty window), the window weights w_j = e^{G* - g_j}
@@ -2601,7 +2332,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                     gt = gt + g_star
                                 cute.arch.store(g_row + Int64((base + P + tid) & RING_MASK), gt)
                         if cutlass.const_expr(not self.bsmem and not self.wvearly):
-                            self.csync()  # wv before the scores (bsmem has a barrier)
+                            cute.arch.sync_threads()  # wv before the scores (bsmem has a barrier)
 
                     # ---- phase 2: L2 norms; ring appends of k (one CTA per key head) and g ------
                     for r in cutlass.range_constexpr(0 if self.vec_qk else NX):
@@ -2621,7 +2352,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                         kv,
                                         self.ring,
                                     )
-                        self.csync()  # (with vec_qk, phase 1 did all of it)
+                        cute.arch.sync_threads()  # (with vec_qk, phase 1 did all of it)
 
                     # ---- phase 3: B fragments of [k^; q^]; window scores and Grams (mma.sync) ---
                     # Thread (g4, c4) holds x_n[c4*8 + 32 i + 0..7] for n = nt*8 + g4 (the
@@ -2647,7 +2378,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 Float32(kcs_i[(kj + 1) * 2 * KPW + kpc]),
                                 self.ring,
                             )
-                        self.csync()
+                        cute.arch.sync_threads()
 
                     if cutlass.const_expr(self.xdirect):
                         # phase 1 wrote the fragments (its barrier orders them); this barrier,
@@ -2655,7 +2386,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         # < 16 after phase 1's barrier) before the scores and the fold read them
                         # (wvearly: written before phase 1's barrier, which orders them)
                         if cutlass.const_expr(not self.wvearly):
-                            self.csync()
+                            cute.arch.sync_threads()
                         bx = None
                     elif cutlass.const_expr(self.bsmem):
                         # Fragments staged once per CTA in smem (word-major, lane-minor: conflict-
@@ -2678,7 +2409,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 xb[xbi] = cutlass.select_(hl_ == 0, hib, lob)
                             else:
                                 xb[xbi] = hib
-                        self.csync()
+                        cute.arch.sync_threads()
                         bx = None
                     else:
                         bx = build_bx(xs, g4, c4, NXP, self.st, self.xsplit)
@@ -2786,7 +2517,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                         # lmat (other warps' writes); Z0 (phase 5 with P = 0) per tile, moved into
                         # the projection's permuted rows through this warp's own ds rows; the B
                         # fragments of L as hi + lo.
-                        self.csync()
+                        cute.arch.sync_threads()
                         eops = epilogue_operands(self, g4, c4, sw, cmat, mmat, gam, base, P, o_st)
                         o_head = out + (Int64(bi) * o_sb + Int64(hv * V_DIM_C + v0))
                         zero = Int32(0)
@@ -2840,17 +2571,14 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                     pj0_0 = pj0_1 = pj0_2 = pj0_3 = Float32(0.0)
                     pj1_0 = pj1_1 = pj1_2 = pj1_3 = Float32(0.0)
                     for ti in cutlass.range_constexpr(self.TILES_PER_WARP):
-                        # compile time: every warp has one
-                        owns_all = self.NTILE >= self.cw * (ti + 1)
+                        owns_all = self.NTILE >= 4 * (ti + 1)  # compile time: every warp has one
                         tile_info.append(
                             (
-                                warp + self.cw * ti
-                                if owns_all
-                                else (warp + self.cw * ti) % self.NTILE,
-                                True if owns_all else warp + self.cw * ti < self.NTILE,
+                                warp + 4 * ti if owns_all else (warp + 4 * ti) % self.NTILE,
+                                True if owns_all else warp + 4 * ti < self.NTILE,
                             )
                         )
-                        tile = warp + self.cw * ti
+                        tile = warp + 4 * ti
                         # (a run-time branch even when every warp has the tile: it keeps ptxas
                         # from interleaving the two tiles' projections and folds, ~40 registers)
                         if tile < self.NTILE:
@@ -2872,28 +2600,19 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 # chain: after this row's last tile, the next row's tile 0, at the
                                 # same points (every warp owns TILES_PER_WARP tiles at BV=128)
                                 row_next = (
-                                    self.chain
-                                    and not self.pc
-                                    and not skip_state
-                                    and ti == self.TILES_PER_WARP - 1
+                                    self.chain and not skip_state and ti == self.TILES_PER_WARP - 1
                                 )
                                 if cutlass.const_expr(
-                                    ti > 0 and not skip_state and not self.t1early and not self.pc
+                                    ti > 0 and not skip_state and not self.t1early
                                 ):
                                     # every lane of the warp has read tile ti - 1 (the MMAs
                                     # consumed it)
                                     stage_next_tile(
                                         st_head, stage, mbar_w, v0, warp, ti, self.NTILE, lane
                                     )
-                                if cutlass.const_expr(self.pc):
-                                    # (the stage's full barrier covered every tile)
-                                    sa = read_bulk_tile(
-                                        pst, warp + self.cw * ti, g4, c4, skip_state
-                                    )
-                                else:
-                                    if cutlass.const_expr(not skip_state):
-                                        cute.arch.mbarrier_wait(mbar_w, ti % 2)
-                                    sa = read_bulk_tile(stage, warp, g4, c4, skip_state)
+                                if cutlass.const_expr(not skip_state):
+                                    cute.arch.mbarrier_wait(mbar_w, ti % 2)
+                                sa = read_bulk_tile(stage, warp, g4, c4, skip_state)
                                 if cutlass.const_expr(early_next and "fold" in self.skip):
                                     stage_next_tile(
                                         st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE, lane
@@ -3068,12 +2787,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 newc = [[[None] * 4 for _ in range(4)] for _ in range(2)]
                                 if cutlass.const_expr(self.bulk):
                                     # re-read: shared, not L2
-                                    if cutlass.const_expr(self.pc):
-                                        sa = read_bulk_tile(
-                                            pst, warp + self.cw * ti, g4, c4, skip_state, True
-                                        )
-                                    else:
-                                        sa = read_bulk_tile(stage, warp, g4, c4, skip_state, True)
+                                    sa = read_bulk_tile(stage, warp, g4, c4, skip_state, True)
                                     if cutlass.const_expr(early_next):  # (set at the read above)
                                         stage_next_tile(
                                             st_head, stage, mbar_w, v0, warp, ti + 1, self.NTILE,
@@ -3142,7 +2856,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             # phase 3's warps wrote sw / cmat / mmat with no CTA barrier since
                             # (late13); every warp reads them in phase 5: this barrier orders them,
                             # one tile earlier than the end of phase 4 (tile 1 is in flight)
-                            self.csync()
+                            cute.arch.sync_threads()
                         if cutlass.const_expr(self.tepi and "epi" not in self.skip):
                             # tepi: this tile's phase 5 now, while the warp's next tile (copied at
                             # its last read: t1early) is in flight, instead of after the last tile
@@ -3165,18 +2879,13 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 uw16_i, ds, pj, eg_star, vs, uc_head, o_head, zero, sctx=sctx,
                             )  # fmt: skip
 
-                    if cutlass.const_expr(self.pcsr):
-                        # this warp is done with the stage's state (phase 4; a pad row at once)
-                        cute.arch.sync_warp()
-                        if lane == 0:
-                            cute.arch.mbarrier_arrive(pc_empty_st + s_pc)
                     if cutlass.const_expr(self.nextl2):
                         l2_next_row(
                             nx_acts, nx_rings, bn, nslot, nP, nbase, has_next, warp, lane, ih,
                             hv, v0, BV, T,
                         )  # fmt: skip
                     if cutlass.const_expr(not self.nobar):
-                        self.csync()
+                        cute.arch.sync_threads()
                     elif cutlass.const_expr(not self.dsreg and not self.tepi):
                         cute.arch.sync_warp()  # this warp's ds rows, written by its own lanes
 
@@ -3243,7 +2952,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 eg_star, vs, uc_head, o_head, zero, sctx=sctx,
                             )  # fmt: skip
                 else:
-                    if cutlass.const_expr(self.chain and not self.pc):
+                    if cutlass.const_expr(self.chain):
                         # this pad row's zero-filling window copies land before the next row's
                         # copies to the same addresses are issued (cp.async groups may complete
                         # in any order)
@@ -3253,11 +2962,6 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                                 pool, pool_s0, nslot, hv, stage, mbar_w, v0, warp, self.NTILE,
                                 lane, has_next, self.t1l2, self.TILES_PER_WARP,
                             )  # fmt: skip
-                    if cutlass.const_expr(self.pcsr):
-                        # this warp is done with the stage's state (phase 4; a pad row at once)
-                        cute.arch.sync_warp()
-                        if lane == 0:
-                            cute.arch.mbarrier_arrive(pc_empty_st + s_pc)
                     if cutlass.const_expr(self.nextl2):
                         l2_next_row(
                             nx_acts, nx_rings, bn, nslot, nP, nbase, has_next, warp, lane, ih,
@@ -3293,10 +2997,7 @@ def _build_kernel_class() -> type:  # noqa: C901 - one closure holding the devic
                             graw + (1 - buf) * RING_SLOTS, BV, KPW,
                         )  # fmt: skip
                 if cutlass.const_expr(self.persist):
-                    self.csync()  # shared memory is reused by the next row
-                    if cutlass.const_expr(self.pc):
-                        if tid_cta == 0:
-                            cute.arch.mbarrier_arrive(pc_empty + s_pc)  # the stage, released
+                    cute.arch.sync_threads()  # shared memory is reused by the next row
                     slot, P, base = nslot, nP, nbase
                     sa_cur = sa_nxt
                     ab_cur = ab_nxt
@@ -3387,9 +3088,6 @@ class LoadFlags:
     stef: bool = False
     afe: bool = False
     tproj: bool = False
-    pc: int = 0  # shared-memory stages per CTA (0 = off; GDN_UCACHE_PC=1 means 2)
-    pcsr: bool = False
-    pcw8: bool = False
 
 
 # every knob of LoadFlags by name: the launch table's words, GDN_UCACHE_<NAME>, launch_config's keys
@@ -3417,9 +3115,6 @@ def resolve_flags(
     stef: bool = False,
     afe: bool = False,
     tproj: bool = False,
-    pc: int = 0,
-    pcsr: bool = False,
-    pcw8: bool = False,
 ) -> LoadFlags:
     """The knobs asked for (launch table, GDN_UCACHE_* or a caller), each kept only where its
     launch mode has it: the one place these rules live. A knob that does not apply is off, so
@@ -3428,31 +3123,15 @@ def resolve_flags(
     one_row = not persist  # one row per CTA
     # bulk modes with persistent CTAs (session 17)
     chain = bool(persist) and bulk
-    # chain at BV=128 with a producer warp (session 28): the row's whole state, windows and
-    # activations go through two (pc=2, or 1) or three (pc=3) shared-memory stages filled by
-    # warp 4, so the knobs that schedule the consumers' own copies (t1early, t1l2, nextl2,
-    # stef) do not apply
-    # (BV=64 too: every warp owns one tile, the stage holds half a head's state, so a CTA
-    # needs ~61 KB and three fit on an SM)
-    pc = (2 if int(pc) == 1 else int(pc)) if chain and BV in (64, 128) else 0
-    # pc: the consumers release a stage's state when phase 4 has read it (a barrier of its
-    # own), so the producer copies row r + S's state during row r's phase 5; the activations,
-    # windows and header still wait for the row's end (session 28: does an earlier state fill
-    # pay, or do the consumers bind?)
-    pcsr = bool(pcsr) and pc > 0
-    # pc at BV=128 with 8 consumer warps (one tile each) instead of 4 (two each): warps 4-7
-    # repeat warps 0-3's thread-indexed phase 1-3 work (the same values to the same places), so
-    # the row code keeps its 128-thread mapping; a consumer row's tile work halves (session 28)
-    pcw8 = bool(pcw8) and pc > 0 and BV == 128
     # bulk modes: the warp's next tile is copied into the stage as soon as the current one
     # is in registers for the last time: right after the projection's read on a
     # verify-only row, right after the fold's re-read on a flush row (instead of at the
     # next tile's turn). The second dependent DRAM trip then overlaps the projection.
-    t1early = bool(t1early) and bulk and not pc
+    t1early = bool(t1early) and bulk
     # bulk modes: the warp's later tiles are prefetched into L2 at entry (one bulk
     # prefetch each), so their copies into the reused stage hit L2: the second
     # dependent trip gets shorter, not earlier (t1early makes it earlier)
-    t1l2 = bool(t1l2) and bulk and not pc
+    t1l2 = bool(t1l2) and bulk
     # one row per CTA (or chain): G* and the window weights from g-row words loaded at entry
     # (global, not the smem copy), written before phase 1's barrier, so late13 loses its
     # phase-3 barrier (it only ordered the weights) and no-bsmem builds theirs
@@ -3481,7 +3160,7 @@ def resolve_flags(
     # chain: the next row's windows, g row, q/k/v rows and gates asked into L2 (warp 3)
     # when its tile-0 copy is issued, so its first DRAM trip after the row-end barrier
     # is an L2 hit (one row ahead, not xpf's rows of other CTAs)
-    nextl2 = bool(nextl2) and chain and not pc
+    nextl2 = bool(nextl2) and chain
     # one row per CTA, bulk modes at BV=128 with t1early: each tile's phase 5 right after
     # its projection (and fold), while the warp's next tile is in flight, instead of both
     # after the last one; implies nobar (the CTA barrier that orders phase 3's sw / cmat /
@@ -3498,7 +3177,7 @@ def resolve_flags(
     # output rows written meanwhile stay in L2. Session 20 (H100): -1.6 % verify-only with
     # a cold L2, neutral warm: the write-backs are deferred, not saved
     # (results/kernel/k21-h100)
-    stef = bool(stef) and bulk and not pc
+    stef = bool(stef) and bulk
     # one row per CTA, bulk modes at BV=128, T <= 4 (affine epilogue): U and the outputs
     # are affine in the projections P = S0 X^T, [U | O] = Z0 + (e^{G*} P) L^T, with L (NX x
     # NX) from M, C and the gates (key side, GR_WARP) and Z0 (P = 0: history window term,
@@ -3531,9 +3210,6 @@ def resolve_flags(
         stef=stef,
         afe=afe,
         tproj=tproj,
-        pc=pc,
-        pcsr=pcsr,
-        pcw8=pcw8,
     )
 
 
@@ -3542,13 +3218,6 @@ def resolve_flags(
 # (session 21: 8 bytes of local memory per thread, 0.6-1.4 % slower on an H100,
 # results/kernel/k24-h100); level 3 gives the same instructions in 64 registers without it
 TPROJ_PTXAS_OPTIONS = "--register-usage-level=3"
-
-
-def _pc_fits(rows_16b: bool, ring_dtype: torch.dtype, st_dtype: torch.dtype) -> bool:
-    """Where pc can run: 16-byte aligned q/k/v rows (its producer copies them by cp.async) and
-    late13's direct x fragments (smem-staged, GDN_UCACHE_BSMEM=1, ring dtype == state dtype)."""
-    bsmem = os.environ.get("GDN_UCACHE_BSMEM", "1") == "1"
-    return bool(rows_16b) and bsmem and ring_dtype == st_dtype
 
 
 def compile_variant(
@@ -3580,9 +3249,6 @@ def compile_variant(
     ostage: bool = False,
     stef: bool = False,
     tproj: bool = False,
-    pc: int | None = None,
-    pcsr: bool = False,
-    pcw8: bool = False,
 ) -> Any:
     """Compile (or fetch from the cache) the kernel for exactly these compile-time constants.
 
@@ -3590,11 +3256,9 @@ def compile_variant(
     persist with late 10/13 (chain): BV=128 and prefetch 0 only (the next row's first state tile
     is copied during this row's epilogue; every live row completes two mbarrier phases per warp).
     The load-order / epilogue knobs (t1early, t1l2, wvearly, xpf, actfirst, dsreg, nobar, nextl2,
-    tepi, ostage, stef, afe, tproj, pcsr, pcw8): GDN_UCACHE_<NAME> overrides each argument (0/1;
-    XPF: rows ahead); resolve_flags says what each does and keeps it only in the launch modes that
-    have it, and its result is part of the cache key. pc (stages per CTA of the producer-warp form:
-    0 off, 1 or 2, 3; chain at BV=64/128 with 16-byte q/k/v rows and ring dtype == state dtype): the
-    argument if given, else GDN_UCACHE_PC.
+    tepi, ostage, stef, afe, tproj): GDN_UCACHE_<NAME> overrides each argument (0/1; XPF: rows
+    ahead); resolve_flags says what each does and keeps it only in the launch modes that have it,
+    and its result is part of the cache key.
 
     Nothing else is baked in: batch, pool size, every stride and the cursors are run-time values.
     Works without a GPU when CUTE_DSL_ARCH (e.g. sm_90a) is set.
@@ -3615,25 +3279,11 @@ def compile_variant(
             f"late={late} (bulk-staged state) needs BV={need} (every warp owns its tiles), got "
             f"BV={BV}: set GDN_UCACHE_BV={bulk_bv[-1]} or another GDN_UCACHE_LATE"
         )
-    # pc: stages per CTA (0 off, 1 = 2, 3). The caller's value wins (the launch path passes the
-    # table's, already turned off where the rows do not allow it); GDN_UCACHE_PC only when the
-    # caller gives none (direct compiles: tests, tools)
-    if pc is None:
-        pc = int(os.environ.get("GDN_UCACHE_PC", "").strip() or 0)
-    pc = int(pc)
-    if not 0 <= pc <= 3:
-        raise ValueError(
-            f"GDN_UCACHE_PC={pc}: expected 0 (off), 1 or 2 (two stages per CTA) or 3 (three)"
-        )
-    if (
-        late in BULK_LATES
-        and persist
-        and (BV not in ((64, 128) if pc else (128,)) or int(prefetch) > 0)
-    ):
+    if late in BULK_LATES and persist and (BV != 128 or int(prefetch) > 0):
         raise ValueError(
             f"late={late} with persistent CTAs (chain) needs BV=128 (two tiles per warp keep the "
-            f"mbarrier parity per row; with pc BV=64 too) and no second window buffer, got "
-            f"BV={BV}, prefetch={prefetch}: set GDN_UCACHE_BV=128 and GDN_UCACHE_PREFETCH=0, or "
+            f"mbarrier parity per row) and no second window buffer, got BV={BV}, "
+            f"prefetch={prefetch}: set GDN_UCACHE_BV=128 and GDN_UCACHE_PREFETCH=0, or "
             "GDN_UCACHE_PERSIST=0"
         )
     import cuda.bindings.driver as cuda_drv
@@ -3672,17 +3322,7 @@ def compile_variant(
         stef=_flag_knob("GDN_UCACHE_STEF", stef),
         afe=_flag_knob("GDN_UCACHE_AFE", afe),
         tproj=_flag_knob("GDN_UCACHE_TPROJ", tproj),
-        pc=pc,
-        pcsr=_flag_knob("GDN_UCACHE_PCSR", pcsr),
-        pcw8=_flag_knob("GDN_UCACHE_PCW8", pcw8),
     )
-    if flags.pc and not _pc_fits(vec_qk, ring_dtype, st_dtype):
-        raise ValueError(
-            "pc (GDN_UCACHE_PC or the launch table) runs late13's direct x fragments: it needs "
-            "16-byte aligned q/k/v rows (its producer warp copies them with cp.async), "
-            f"GDN_UCACHE_BSMEM=1 and ring dtype == state dtype; got vec_qk={bool(vec_qk)}, "
-            f"bsmem={bsmem}, ring {ring_dtype} vs state {st_dtype}: set GDN_UCACHE_PC=0"
-        )
     skip = tuple(sorted(x for x in os.environ.get("GDN_UCACHE_SKIP", "").split(",") if x))
     # Bulk-staged modes hold 37-46 KB of shared memory per CTA: they ask for the largest
     # carve-out (the driver's own pick gave the removed late7 4 CTAs/SM where 5 fit:
@@ -3920,7 +3560,7 @@ def _config_knobs(name: str) -> dict[str, int]:
         if part in FLAG_NAMES and part != "xpf":  # xpf takes its distance: xpfN below
             out[part] = 1
             continue
-        for key in ("bv", "mbp", "late", "persist", "xpf", "pc"):
+        for key in ("bv", "mbp", "late", "persist", "xpf"):
             if part.startswith(key) and part[len(key) :].isdigit():
                 out[key] = int(part[len(key) :])
                 break
@@ -4328,11 +3968,6 @@ def _launch(
     flags = {name: cfg[name] for name in FLAG_NAMES}
     # 16-byte output rows need a 16-byte aligned output (a caller's view may not be)
     flags["ostage"] = bool(cfg["ostage"]) and _rows_16b(out)
-    # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
-    vec_qk = os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k)
-    # pc's producer copies q/k rows and the v slice by 16-byte cp.async, and its consumers run
-    # late13's direct x fragments (smem-staged, ring dtype == state dtype): elsewhere it is chain
-    flags["pc"] = int(cfg["pc"]) * _pc_fits(vec_qk and _rows_16b(v), RING_TORCH, ST_TORCH)
     fn = compile_variant(
         T,
         H,
@@ -4347,7 +3982,8 @@ def _launch(
         persist=nprog < batch,
         late=cfg["late"],
         prefetch=prefetch,
-        vec_qk=vec_qk,
+        # 16-byte q/k loads where the rows allow them (GDN_UCACHE_VEC_QK=0 forces the scalar path)
+        vec_qk=os.environ.get("GDN_UCACHE_VEC_QK", "1") != "0" and _rows_16b(q) and _rows_16b(k),
         **flags,
     )
     gm = cute.AddressSpace.gmem

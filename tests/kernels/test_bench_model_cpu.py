@@ -29,9 +29,6 @@ FLAG_KNOBS = {
     "ostage",
     "stef",
     "tproj",
-    "pc",
-    "pcsr",
-    "pcw8",
 }
 
 

@@ -24,7 +24,7 @@ echo "$(basename "$0") $* | GDN_UCACHE_SKIP=${GDN_UCACHE_SKIP:-}" \\
   "GDN_UCACHE_PERSIST=${GDN_UCACHE_PERSIST:-} GDN_UCACHE_NPROG=${GDN_UCACHE_NPROG:-}" \\
   "GDN_UCACHE_TEPI=${GDN_UCACHE_TEPI:-} GDN_UCACHE_AFE=${GDN_UCACHE_AFE:-}" \\
   "GDN_UCACHE_OSTAGE=${GDN_UCACHE_OSTAGE:-} GDN_UCACHE_STEF=${GDN_UCACHE_STEF:-}" \\
-  "GDN_UCACHE_TPROJ=${GDN_UCACHE_TPROJ:-} GDN_UCACHE_PC=${GDN_UCACHE_PC:-}" >>"$STUB_LOG"
+  "GDN_UCACHE_TPROJ=${GDN_UCACHE_TPROJ:-}" >>"$STUB_LOG"
 # the files a step's options name: a sweep's --json (propose reads the ones that exist),
 # propose's --write (the proposed kernel file), ncu's -o report
 prev=""
@@ -630,80 +630,4 @@ def test_k26_without_sweep_probes_and_times_rows_only(tmp_path: Path) -> None:
     assert len([ln for ln in lines if "rowlat-k26" in ln]) == 1
     assert sorted(p.name for p in out.iterdir()) == [
         "kernel", "kernel-k26-probe.tar.gz", "kernel-k26.tar.gz",
-    ]  # fmt: skip
-
-
-def test_k28_checks_pc_before_timing_it(tmp_path: Path) -> None:
-    """k28: the pc candidates on next and #3's suite forced onto pc (2 programs, so CTAs walk
-    rows) run together, archived before the sweep of the table and pc's forms; then k26's
-    probe and rowlat (K28_PROBE=0: without them)."""
-    calls, out = run_mode(tmp_path, "k28")
-    lines = calls.splitlines()
-    (conf,) = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
-    assert "candidate and pc" in conf
-    assert "GDN_UCACHE_OURS_MODULE=kernels/gdn_ucache_flush_next.py" in conf
-    (suite,) = [ln for ln in lines if "run_gpu_suite.py" in ln]
-    for knob in ("PC=1", "PERSIST=2", "NPROG=2", "LATE=13", "BV=128"):
-        assert f"GDN_UCACHE_{knob} " in suite + " ", knob
-    (sweep,) = [ln for ln in lines if "sweep-k28" in ln]
-    assert (
-        "--variants ours:base ours:bv128+late13+persist2+pc ours:bv128+late13+persist2+pc+wvearly "
-        "ours:bv128+late13+persist2+pc+no_epi " in sweep
-    )
-    assert lines.index(suite) < lines.index(sweep)
-    probe = [ln for ln in lines if "bench.pc_probe" in ln]
-    rowlat = [ln for ln in lines if "rowlat-k26" in ln]
-    assert len(probe) == 1 and len(rowlat) == 1 and lines.index(sweep) < lines.index(probe[0])
-    assert sorted(p.name for p in out.iterdir()) == [
-        "kernel", "kernel-k28-conf.tar.gz", "kernel-k28-sweep.tar.gz", "kernel-k28.tar.gz",
-    ]  # fmt: skip
-    (tmp_path / "noprobe").mkdir()
-    calls, out = run_mode(tmp_path / "noprobe", "k28", {"K28_PROBE": "0"})
-    assert "bench.pc_probe" not in calls and "rowlat-k26" not in calls
-
-
-def test_k28n_times_pc_rows_then_profiles(tmp_path: Path) -> None:
-    """k28n: pc's row latency (nprog1, warm) archived first, then ncu of the table with
-    flashinfer and of pc (next, PERSIST=2); reports removed."""
-    calls, out = run_mode(tmp_path, "k28n")
-    lines = calls.splitlines()
-    (rowlat,) = [ln for ln in lines if "rowlat-pc" in ln]
-    assert "--warm " in rowlat and " ours:bv128+late13+persist1+nprog1+pc " in rowlat
-    profiles = [ln for ln in lines if ln.startswith("ncu ") and " -o " in ln]
-    assert len(profiles) == 2 and lines.index(rowlat) < lines.index(profiles[0])
-    assert "--backends ours flashinfer" in profiles[0] and "GDN_UCACHE_PC=" in profiles[0]
-    assert "GDN_UCACHE_PC=1" not in profiles[0]
-    assert "GDN_UCACHE_PC=1" in profiles[1] and "GDN_UCACHE_PERSIST=2" in profiles[1]
-    assert "GDN_UCACHE_OURS_MODULE=kernels/gdn_ucache_flush_next.py" in profiles[1]
-    assert sorted(p.name for p in out.iterdir()) == [
-        "kernel", "kernel-k28n-rowlat.tar.gz", "kernel-k28n.tar.gz",
-    ]  # fmt: skip
-
-
-def test_k29_checks_every_pc_form_before_the_sweep_that_splits_the_readings(
-    tmp_path: Path,
-) -> None:
-    """k29: every pc candidate on next and #3's suite forced onto pc + pcsr and onto pc + pcw8
-    run together and are archived before one sweep of pc's forms against the table."""
-    calls, out = run_mode(tmp_path, "k29")
-    lines = calls.splitlines()
-    confs = [ln for ln in lines if "test_ours_conformance_gpu.py" in ln]
-    assert len(confs) == 2 and all(
-        "OURS_MODULE=kernels/gdn_ucache_flush_next.py" in c for c in confs
-    )
-    assert {c.split("candidate and pc and ")[1].split()[0] for c in confs} == {"serving", "bf16"}
-    suites = [ln for ln in lines if "run_gpu_suite.py" in ln]
-    assert len(suites) == 2 and all("GDN_UCACHE_PC=1" in ln for ln in suites)
-    # (background jobs: the stub log has them in either order)
-    assert sorted(out_name(ln) for ln in suites) == ["suite-k29-pcsr", "suite-k29-pcw8"]
-    (sweep,) = [ln for ln in lines if "sweep-k29" in ln]
-    for form in (
-        "ours:bv128+late13+persist2+pc+pcsr", "ours:bv128+late13+persist1+pc3",
-        "ours:bv64+late13+persist3+pc", "ours:bv64+late13+persist2+pc3",
-        "ours:bv128+late13+persist2+pc+pcw8",
-    ):  # fmt: skip
-        assert f" {form} " in sweep, form
-    assert max(lines.index(s) for s in suites) < lines.index(sweep)
-    assert sorted(p.name for p in out.iterdir()) == [
-        "kernel", "kernel-k29-conf.tar.gz", "kernel-k29.tar.gz",
     ]  # fmt: skip

@@ -207,15 +207,8 @@ _VARIANTS_NEXT = [
 
 
 def _compile(
-    arch: str,
-    variants: list,
-    tmp_path: Path,
-    path: Path = KERNEL,
-    keep: str = "ptx",
-    info: dict | None = None,
+    arch: str, variants: list, tmp_path: Path, path: Path = KERNEL, keep: str = "ptx"
 ) -> tuple[list[float], str]:
-    """Compile the variants in a subprocess; (compile seconds, all PTX). `info` (if given)
-    receives the whole JSON line (smem_bytes: each launch's dynamic shared memory)."""
     if importlib.util.find_spec("cutlass") is None:
         pytest.skip("nvidia-cutlass-dsl (module `cutlass`) is not installed")
     env = dict(
@@ -241,10 +234,7 @@ def _compile(
         if "libcuda" in tail or "no CUDA" in tail.lower():
             pytest.skip(f"CuTe-DSL cannot compile without a GPU here: {tail[-300:]}")
         raise AssertionError(f"compile for {arch} failed:\n{tail}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    if info is not None:
-        info.update(result)
-    timings = result["compile_s"]
+    timings = json.loads(proc.stdout.strip().splitlines()[-1])["compile_s"]
     ptx = "\n".join(p.read_text() for p in tmp_path.glob("*.ptx"))
     return timings, ptx
 
@@ -376,94 +366,6 @@ def test_chain_copies_the_next_rows_first_tile_after_the_last_read(
     assert n(l2, "cp.async.bulk.prefetch.L2") == 14 and n(l2, "prefetch.global.L2") == 6
     for op in ("cp.async.bulk.shared::cluster", "mma.sync", "bar.sync"):
         assert n(l2, op) == n(chain, op), op
-
-
-def test_pc_producer_warp_feeds_two_stages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """pc (session 28): chain at BV=128 with a producer warp (160 threads). The row code's CTA
-    barriers become `bar.sync 1, 128` over the four consumer warps and one `bar.sync 0` is left
-    (after the mbarrier init, before the roles split). The producer arms a stage once
-    (expect_tx), copies the state with one predicated 2 KB bulk copy per lane (16 lanes), ties
-    its cp.async to the stage by one .noinc arrival per lane and waits on the empty barrier;
-    the consumers wait on the full one and release it once per row. No per-warp tile barrier
-    is left (nothing waits on one), the MMAs are chain's, and shared memory holds two CTAs per
-    SM at T=4 (one at T=8, still within an SM)."""
-    if importlib.util.find_spec("cutlass") is None:
-        pytest.skip("nvidia-cutlass-dsl (module `cutlass`) is not installed")
-    variant = [[4, 16, 32, 128, "bf16", "bf16", "bf16", 0, 13, 1, 0, 1]]
-    ptxs, smem = {}, {}
-    for pc in (0, 1):
-        monkeypatch.setenv("GDN_UCACHE_PC", str(pc))
-        dump = tmp_path / f"pc{pc}"
-        dump.mkdir()
-        info: dict = {}
-        ptxs[pc] = _compile("sm_90a", variant, dump, NEXT, info=info)[1]
-        smem[pc] = info["smem_bytes"][0]
-    chain, pc = ptxs[0], ptxs[1]
-    _portable(pc)
-
-    def n(text: str, op: str) -> int:
-        return text.count(op)
-
-    assert ".reqntid 160, 1, 1" in pc and ".reqntid 128, 1, 1" in chain
-    assert n(pc, "bar.sync 1, 128;") == n(chain, "bar.sync") and n(pc, "bar.sync \t0;") == 1
-    assert n(chain, "bar.sync 1,") == 0
-    assert n(pc, "mma.sync") == n(chain, "mma.sync")
-    assert n(pc, "mbarrier.arrive.expect_tx") == 1
-    assert n(pc, "cp.async.bulk.shared::cluster") == 1
-    assert n(pc, "cp.async.mbarrier.arrive.noinc") == 1
-    assert n(pc, "mbarrier.try_wait") == 2  # full (consumers), empty (producer)
-    assert n(pc, "mbarrier.arrive.shared.b64") == 1  # the release
-    assert n(pc, "mbarrier.init") == 4  # two stages x (full, empty)
-    # 16 cp.async per producer lane per row at T=4: 4 x (2 k-window + 2 u-window rows of
-    # 16 bytes, 1 q/k run and its twin, 1 v run), plus the g row's 4-byte copies
-    assert n(pc, "cp.async.cg.shared.global") == 28 and n(pc, "cp.async.ca.shared.global") == 4
-    per_sm = 227 * 1024  # SM90: 228 KB per SM, 1 KB reserved per CTA
-    assert 2 * (smem[1] + 1024) <= per_sm + 1024, smem
-    assert smem[1] > 2 * 40000  # both stages are there (~45 KB each)
-    monkeypatch.setenv("GDN_UCACHE_PC", "1")
-    dump = tmp_path / "pc-t8"
-    dump.mkdir()
-    info = {}
-    _compile(
-        "sm_90a", [[8, 16, 32, 128, "bf16", "bf16", "bf16", 0, 13, 1, 0, 1]], dump, NEXT, info=info
-    )
-    assert info["smem_bytes"][0] + 1024 <= per_sm
-    # pc3: three stages (one CTA per SM), three full / empty pairs
-    monkeypatch.setenv("GDN_UCACHE_PC", "3")
-    dump = tmp_path / "pc3"
-    dump.mkdir()
-    info = {}
-    pc3 = _compile("sm_90a", variant, dump, NEXT, info=info)[1]
-    assert info["smem_bytes"][0] > smem[1] + 40000 and info["smem_bytes"][0] + 1024 <= per_sm
-    assert n(pc3, "mbarrier.init") == 6 and n(pc3, "mma.sync") == n(chain, "mma.sync")
-    # pcsr: a third barrier per stage (the state's release after phase 4, by each consumer warp
-    # of a live or a pad row); lane 0 arms the bytes by expect_tx before the state copies and
-    # arrives (plain) after the header; the state copies wait on it, the rest on the row's end
-    monkeypatch.setenv("GDN_UCACHE_PC", "1")
-    monkeypatch.setenv("GDN_UCACHE_PCSR", "1")
-    dump = tmp_path / "pcsr"
-    dump.mkdir()
-    sr = _compile("sm_90a", variant, dump, NEXT)[1]
-    assert n(sr, "mbarrier.init") == 6 and n(sr, "mbarrier.try_wait") == 3
-    assert n(sr, "mbarrier.expect_tx.relaxed") == 1 and n(sr, "mbarrier.arrive.expect_tx") == 0
-    assert n(sr, "mbarrier.arrive.shared") == 4 and n(sr, "mma.sync") == n(chain, "mma.sync")
-    # pcw8: 8 consumer warps (one tile each) + the producer = 288 threads, `bar.sync 1, 256`,
-    # the MMAs of one tile per warp instead of two (the key side's are the same), same stages
-    monkeypatch.setenv("GDN_UCACHE_PCSR", "0")
-    monkeypatch.setenv("GDN_UCACHE_PCW8", "1")
-    dump = tmp_path / "pcw8"
-    dump.mkdir()
-    info = {}
-    w8 = _compile("sm_90a", variant, dump, NEXT, info=info)[1]
-    assert ".reqntid 288, 1, 1" in w8 and n(w8, "bar.sync 1, 256;") == n(pc, "bar.sync 1, 128;")
-    assert n(w8, "mma.sync") < n(pc, "mma.sync") and info["smem_bytes"][0] == smem[1]
-    monkeypatch.setenv("GDN_UCACHE_PCW8", "0")
-    # pc at BV=64: one tile per consumer warp, three CTAs per SM by shared memory
-    dump = tmp_path / "pc-bv64"
-    dump.mkdir()
-    info = {}
-    _compile("sm_90a", [[4, 16, 32, 64] + variant[0][4:]], dump, NEXT, info=info)
-    assert 3 * (info["smem_bytes"][0] + 1024) <= per_sm + 1024
 
 
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.stem)

@@ -59,24 +59,12 @@ def _dump_reports():
 ARMS = ["serving", "bf16", "fp16_io"]
 
 
-def _module_has_pc() -> bool:
-    """Whether the kernel file under test has the producer-warp form (session 28: next only)."""
-    path = Path(os.environ.get("GDN_UCACHE_OURS_MODULE") or "kernels/gdn_ucache_flush.py")
-    if not path.is_absolute():
-        path = Path(__file__).resolve().parents[2] / path
-    return "GDN_UCACHE_PC" in path.read_text()
-
-
 @pytest.mark.parametrize("cand", CANDIDATES)
 @pytest.mark.parametrize("arm", ["serving", "bf16"])
 def test_candidate(arm: str, cand: str, monkeypatch) -> None:
     # Every launch configuration that may become a default (bench/knockout.py CANDIDATES), with
     # pad rows and a GQA group; persistent ones walk several rows per CTA (2 programs) and also run
     # the vLLM layout (packed q/k/v, a/b views, block-strided pools) under a CUDA graph.
-    if any(p.startswith("pc") for p in cand.split("+")) and not _module_has_pc():
-        pytest.skip(
-            "pc forms exist only in next: GDN_UCACHE_OURS_MODULE=kernels/gdn_ucache_flush_next.py"
-        )
     for knob in KNOBS:
         monkeypatch.delenv(knob, raising=False)
     env = variant_env(cand)

@@ -239,27 +239,3 @@ def test_flags_equiv_launch_mode_catches_a_dropped_alignment_guard(tmp_path: Pat
     mutated.write_text(text.replace(guard, 'flags["ostage"] = bool(cfg["ostage"])'))
     ok, line = compare_launch(nxt, mutated, 2000, seed=4)
     assert not ok and "arguments differ: {'ostage': (False, True)}" in line
-
-
-def test_pc_resolves_to_its_stage_count_only_in_chain_at_bv128(kmod: Any) -> None:
-    """pc (session 28, next only): 1 means two stages, 3 three; only in chain (late13 with
-    persistent CTAs) at BV=128, and there it turns off the knobs that schedule the consumers' own
-    copies (t1early, t1l2, nextl2, stef)."""
-    if "pc" not in kmod.FLAG_NAMES:
-        pytest.skip(f"{kmod.__name__}: no pc knob")
-    on = dict(t1early=True, t1l2=True, nextl2=True, stef=True, wvearly=True)
-    for asked, stages in ((1, 2), (2, 2), (3, 3), (0, 0)):
-        flags = kmod.resolve_flags(4, 128, 13, True, True, True, pc=asked, **on)
-        assert flags.pc == stages
-        if stages:
-            assert _on(flags) == {"pc": stages, "wvearly": True}
-    assert kmod.resolve_flags(4, 128, 13, False, True, True, pc=1).pc == 0  # one row per CTA
-    assert kmod.resolve_flags(4, 64, 13, True, True, True, pc=1).pc == 2  # BV=64: one tile each
-    assert kmod.resolve_flags(4, 128, 13, True, True, True, pc=1, pcsr=True).pcsr
-    assert not kmod.resolve_flags(4, 128, 13, True, True, True, pcsr=True).pcsr  # needs pc
-    assert kmod.resolve_flags(4, 128, 13, True, True, True, pc=1, pcw8=True).pcw8
-    assert not kmod.resolve_flags(4, 64, 13, True, True, True, pc=1, pcw8=True).pcw8  # BV=128
-    assert not kmod.resolve_flags(4, 128, 13, True, True, True, pcw8=True).pcw8  # needs pc
-    assert kmod.resolve_flags(4, 128, 3, True, True, True, pc=1).pc == 0  # not bulk
-    with pytest.raises(ValueError, match="GDN_UCACHE_PC=4: expected 0"):
-        kmod.compile_variant(4, 16, 32, 128, persist=True, late=13, pc=4)
