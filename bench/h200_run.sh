@@ -142,6 +142,11 @@
 #                                  # row, vs one-row-per-CTA, flashinfer and the shipped kernel;
 #                                  # K26_PC_CONFIGS replaces its configurations), then one
 #                                  # row's on-chip latency (warm L2, chain at nprog1, B 1/4/16)
+#   bash bench/h200_run.sh k30     # ~150 s (session 30): the per-card launch tables: the shipped
+#                                  # file (`ours`, the card's own table) against a copy held to
+#                                  # the H200's table (`h200t`), two processes on the grid where
+#                                  # they differ (HV 32/48/64, B 8..256, cold L2), then #3's suite
+#                                  # on the shipped file (the card's table)
 #   bash bench/h200_run.sh sass    # ~35 s (session 10): Nsight Compute's per-instruction stall
 #                                  # sampling (SourceCounters) of the shipped kernel (table config;
 #                                  # SASS_MODULE overrides the file) and flashinfer at HV=32 B=256
@@ -800,6 +805,31 @@ k25)
       ours:bv32+actfirst ours:bv64+actfirst ours:bv128+actfirst} 2>&1 |
       tee "$out/warm-b1-k25-$rep.log" | grep -v '^# v' | tail -n 16 || true
   done
+  finish_mode
+  ;;
+k30)
+  # session 30: two launch tables (kernels/gdn_ucache_flush.py _launch_table: H100 / H800 take
+  # _TUNED_T4_H100). GDN_UCACHE_TABLE cannot differ between the columns of one process, so the
+  # H200's table is timed through a copy whose H100 class is empty (on an H200 the two columns
+  # run the same table: the spread of one config between columns)
+  ship=kernels/gdn_ucache_flush.py
+  export GDN_UCACHE_OURS_MODULE=$ship
+  one=$out/one-table-k30.py  # archived: the exact file the h200t column timed
+  sed 's/^_H100_CLASS = .*/_H100_CLASS = ()/' "$ship" >"$one"
+  if ! grep -q '^_H100_CLASS = ()$' "$one"; then
+    echo "# $ship has no _H100_CLASS line: nothing to compare" >&2
+    exit 1
+  fi
+  for rep in 1 2; do
+    timeout 150 python3 bench/knockout.py --reps 8 --arm serving --hv 32 48 64 \
+      --batch 256 128 32 8 --flush 0 20 100 --budget-s 120 --json "$out/tables-k30-$rep.json" \
+      --backends flashinfer --modules "ours=$ship" "h200t=$one" --variants ours:base h200t:base \
+      2>&1 | tee "$out/tables-k30-$rep.log" | grep -v '^# v' | tail -n 40 || true
+  done
+  setsid timeout 85 python3 tests/conformance/run_gpu_suite.py --out "$out/suite-k30" \
+    --backends ours --arms serving,bf16 --deadline-s 65 --jobs 8 --max-steps 300 \
+    >"$out/suite-k30.log" 2>&1 || echo "# suite rc=$?"
+  tail -3 "$out/suite-k30.log"
   finish_mode
   ;;
 k26)

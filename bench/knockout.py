@@ -506,13 +506,22 @@ def propose(
     return new, lines
 
 
-TABLE_HEAD = "_TUNED_T4: dict[int, dict[int, str]] = {"
+# the kernel file's launch tables by card class (its _launch_table; GDN_UCACHE_TABLE there)
+TABLE_VARS = {"h200": "_TUNED_T4", "h100": "_TUNED_T4_H100"}
 
 
-def table_source(table: dict[int, dict[int, str]]) -> str:
-    """`_TUNED_T4` as the kernel file writes it (ruff-format's layout at 100 columns): one line
+def table_head(var: str = "_TUNED_T4") -> str:
+    """The first line of a launch table's block in the kernel file."""
+    return f"{var}: dict[int, dict[int, str]] = {{"
+
+
+TABLE_HEAD = table_head()
+
+
+def table_source(table: dict[int, dict[int, str]], var: str = "_TUNED_T4") -> str:
+    """A launch table as the kernel file writes it (ruff-format's layout at 100 columns): one line
     per HV, or one line per entry where the HV's line would be longer."""
-    lines = [TABLE_HEAD]
+    lines = [table_head(var)]
     for hv, row in sorted(table.items()):
         items = [f'{b}: "{name}"' for b, name in sorted(row.items())]
         one = f"    {hv}: {{{', '.join(items)}}},"
@@ -523,20 +532,21 @@ def table_source(table: dict[int, dict[int, str]]) -> str:
     return "\n".join([*lines, "}"]) + "\n"
 
 
-def write_table(kernel: Path, table: dict[int, dict[int, str]], dest: Path) -> None:
-    """Write `kernel` with its `_TUNED_T4` block replaced by `table` to `dest` (may be `kernel`:
-    the shipping step then needs no hand edit). The block runs from TABLE_HEAD at column 0 to the
+def write_table(
+    kernel: Path, table: dict[int, dict[int, str]], dest: Path, var: str = "_TUNED_T4"
+) -> None:
+    """Write `kernel` with its `var` block replaced by `table` to `dest` (may be `kernel`: the
+    shipping step then needs no hand edit). The block runs from table_head(var) at column 0 to the
     next line that is only `}`; anything else is an error naming what to fix."""
     text = kernel.read_text()
-    starts = [m.start() for m in re.finditer(rf"^{re.escape(TABLE_HEAD)}$", text, re.M)]
+    head = table_head(var)
+    starts = [m.start() for m in re.finditer(rf"^{re.escape(head)}$", text, re.M)]
     if len(starts) != 1:
-        raise SystemExit(
-            f"{kernel}: expected one line `{TABLE_HEAD}` at column 0, found {len(starts)}"
-        )
+        raise SystemExit(f"{kernel}: expected one line `{head}` at column 0, found {len(starts)}")
     end = text.find("\n}\n", starts[0])
     if end < 0:
-        raise SystemExit(f"{kernel}: the _TUNED_T4 block has no closing line `}}`")
-    dest.write_text(text[: starts[0]] + table_source(table) + text[end + 3 :])
+        raise SystemExit(f"{kernel}: the {var} block has no closing line `}}`")
+    dest.write_text(text[: starts[0]] + table_source(table, var) + text[end + 3 :])
 
 
 def main() -> int:
@@ -545,7 +555,14 @@ def main() -> int:
         pp = argparse.ArgumentParser(description="a launch table from candidate sweeps")
         pp.add_argument("cmd")
         pp.add_argument("sweeps", nargs="+", type=Path)
-        pp.add_argument("--kernel", type=Path, required=True, help="its _TUNED_T4 was `base`")
+        pp.add_argument("--kernel", type=Path, required=True, help="its table was `base`")
+        pp.add_argument(
+            "--table",
+            choices=sorted(TABLE_VARS),
+            default="h200",
+            help="the kernel's launch table the sweeps' `base` was (the card they ran on: "
+            "h100 for H100 / H800, else h200); the one --write replaces",
+        )
         pp.add_argument("--module", default="ours")
         pp.add_argument(
             "--write",
@@ -566,11 +583,14 @@ def main() -> int:
         passed = passed_candidates(pa.conformance) if pa.conformance else None
         if passed is not None:
             print(f"# {len(passed)} candidates passed in every arm of {len(pa.conformance)} logs")
-        table, lines = propose(rows, kmod._TUNED_T4, pa.module, passed)
+        var = TABLE_VARS[pa.table]
+        if not hasattr(kmod, var):
+            raise SystemExit(f"{pa.kernel} has no {var}: pass --table h200 (its _TUNED_T4)")
+        table, lines = propose(rows, getattr(kmod, var), pa.module, passed)
         print("\n".join(f"# {ln}" for ln in lines) or "# no change")
-        print(f"_TUNED_T4 = {table!r}")
+        print(f"{var} = {table!r}")
         if pa.write:
-            write_table(pa.kernel, table, pa.write)
+            write_table(pa.kernel, table, pa.write, var)
             print(f"# wrote {pa.write}")
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "chosen":
@@ -717,6 +737,7 @@ def main() -> int:
                             warm_calls=WARM_CALLS if args.warm else 1,
                             reps=args.reps,
                             launch_floor_us=launch_us,
+                            device=torch.cuda.get_device_name(),  # which launch table `base` was
                         )
                         args.json.write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
     except StopIteration:

@@ -88,6 +88,9 @@ results/kernel/s21-h200; v12b's B >= 8 changes from an H100's sweeps, and the co
 every table entry on an H100, 2026-12-06, results/kernel/v12-k6, results/kernel/v12b-k6; v12c
 likewise, results/kernel/v12c-k6; v12d: conformance of every table entry and candidate, its table
 and its grid in three processes per arm on an H200, 2026-12-06, results/kernel/v12d-k6).
+Launch tables: _TUNED_T4 (chosen on the H200; every card not named H100 / H800) and
+_TUNED_T4_H100 (v12c's, chosen on an H100; H100 / H800), GDN_UCACHE_TABLE=h200|h100 forcing one
+(results/kernel/table-h100).
 SM100 (B200) is compile-checked only (CI builds sm_100a).
 
 Versions (kernels/NOTES.md has every measurement): v5b (registers only; shipped in sessions 6-11)
@@ -3455,6 +3458,19 @@ def _num_sms(device: torch.device) -> int:
     return _SMS[key]
 
 
+_NAMES: dict[int, str] = {}
+
+
+def _device_name(device: torch.device) -> str:
+    """The card's name ("NVIDIA H100 80GB HBM3"); "" for a non-CUDA device."""
+    if device.type != "cuda":
+        return ""
+    key = device.index if device.index is not None else torch.cuda.current_device()
+    if key not in _NAMES:
+        _NAMES[key] = torch.cuda.get_device_name(key)
+    return _NAMES[key]
+
+
 def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
     """Rows of the 128x128 tile per CTA: enough CTAs to fill the GPU twice, else whole tiles."""
     forced = os.environ.get("GDN_UCACHE_BV", "").strip()
@@ -3518,6 +3534,38 @@ _TUNED_T4: dict[int, dict[int, str]] = {
         128: "bv128+late13+mbp0+t1early+t1l2+wvearly+ostage",
     },
 }
+# The launch table of H100-class cards (names with "H100" or "H800"; GDN_UCACHE_TABLE overrides
+# the choice): v12c's, chosen by the same rule from an H100's k6 sweep (session 24,
+# results/kernel/v12c-k6/README.md; every entry passed conformance there and on session 25's H200).
+# The two cards have the same SMs and clocks and differ in memory (measured streaming read 3.1 vs
+# 4.3 TB/s). On the H200 late13's extra row in flight per SM pays at HV=48 B >= 128 and HV=64
+# B = 32; on an H100 late10 + afe (phase 5's state-free math before the state) still wins there:
+# session 30, one process on one H100 (results/kernel/table-h100/README.md), HV=64 B = 32 1.5-3 %
+# verify-only and 4-6 % all-flush, HV=48 B >= 128 2-3 % with flushes and equal verify-only.
+_TUNED_T4_H100: dict[int, dict[int, str]] = {
+    32: {
+        1: "bv32+actfirst",
+        8: "bv128+late3+mbp5+actfirst",
+        32: "bv128+late10+mbp0+t1early+afe+ostage",
+        128: "bv128+late13+mbp0+t1early+t1l2+wvearly+ostage",
+    },
+    48: {
+        1: "bv64+actfirst",
+        8: "bv128+late10+mbp0+t1early",
+        32: "bv128+late10+mbp0+t1early+afe+ostage",
+        128: "bv128+late10+mbp0+t1early+afe+ostage",
+    },
+    64: {
+        1: "bv64+actfirst",
+        8: "bv128+late3+mbp5+actfirst",
+        32: "bv128+late10+mbp0+t1early+afe",
+        128: "bv128+late13+mbp0+t1early+t1l2+wvearly+ostage",
+    },
+}
+# GDN_UCACHE_TABLE value -> the module-level table it names (looked up at call time, so a test
+# may replace a table); cards of other names (the H200, and cards never measured) take _TUNED_T4
+_TABLE_NAMES = {"h200": "_TUNED_T4", "h100": "_TUNED_T4_H100"}
+_H100_CLASS = ("H100", "H800")
 _KNOB_ENV = (
     "GDN_UCACHE_BV",
     "GDN_UCACHE_MBP",
@@ -3548,12 +3596,30 @@ def _config_knobs(name: str) -> dict[str, int]:
     return out
 
 
-def _tuned(batch: int, hv: int, T: int) -> dict[str, int]:
-    """The measured configuration of the nearest HV and the largest measured B <= batch."""
-    if T != 4 or not _TUNED_T4 or any(os.environ.get(k, "").strip() for k in _KNOB_ENV):
+def _launch_table(device: torch.device | None) -> dict[int, dict[int, str]]:
+    """The measured launch table for this card: GDN_UCACHE_TABLE (h200 / h100) if set, else
+    _TUNED_T4_H100 on H100-class cards and _TUNED_T4 on every other (and without a device)."""
+    forced = os.environ.get("GDN_UCACHE_TABLE", "").strip().lower()
+    if forced:
+        if forced not in _TABLE_NAMES:
+            raise ValueError(
+                f"GDN_UCACHE_TABLE={forced!r}: expected one of {', '.join(_TABLE_NAMES)} "
+                "(or unset it: the card's name then chooses)"
+            )
+        return globals()[_TABLE_NAMES[forced]]
+    name = _device_name(device) if device is not None else ""
+    h100 = any(part in name for part in _H100_CLASS)
+    return globals()[_TABLE_NAMES["h100" if h100 else "h200"]]
+
+
+def _tuned(batch: int, hv: int, T: int, device: torch.device | None = None) -> dict[str, int]:
+    """The measured configuration of the nearest HV and the largest measured B <= batch, from
+    the card's table (_launch_table)."""
+    tuned_table = _launch_table(device)
+    if T != 4 or not tuned_table or any(os.environ.get(k, "").strip() for k in _KNOB_ENV):
         return {}  # knobs set explicitly: they alone decide (reproducible experiments)
-    hv_key = min(_TUNED_T4, key=lambda h: (abs(h - hv), h))
-    table = _TUNED_T4[hv_key]
+    hv_key = min(tuned_table, key=lambda h: (abs(h - hv), h))
+    table = tuned_table[hv_key]
     b_key = max((b for b in table if b <= batch), default=min(table))
     return _config_knobs(table[b_key])
 
@@ -3561,13 +3627,13 @@ def _tuned(batch: int, hv: int, T: int) -> dict[str, int]:
 def launch_config(batch: int, hv: int, T: int, device: torch.device) -> dict[str, int]:
     """Launch shape for one call: BV (rows per CTA), launch bounds, late state tiles, programs.
 
-    The measured table (_TUNED_T4) where it applies, else the heuristics below; every value can be
-    forced for experiments (the table is then ignored): GDN_UCACHE_BV, GDN_UCACHE_MBP,
+    The card's measured table (_launch_table) where it applies, else the heuristics below; every
+    value can be forced for experiments (the table is then ignored): GDN_UCACHE_BV, GDN_UCACHE_MBP,
     GDN_UCACHE_LATE, GDN_UCACHE_PERSIST (CTAs per SM of a persistent grid; 0 = one row per CTA),
     GDN_UCACHE_NPROG, GDN_UCACHE_PREFETCH (persistent only: 1 = cp.async the next row's ring
     windows, 2 = also its q/k/v rows and a/b gates).
     """
-    tuned = _tuned(batch, hv, T)
+    tuned = _tuned(batch, hv, T, device)
 
     def knob(name: str, key: str, default: int) -> int:
         raw = os.environ.get(name, "").strip()

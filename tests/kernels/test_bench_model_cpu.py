@@ -186,9 +186,43 @@ def test_tuned_tables_use_only_conformance_candidates(which: str, kmod, knext) -
     assert is_candidate("bv128+late13+mbp0+xpf16+actfirst")
     assert not is_candidate("bv128+late13+mbp0+nosplit")
     mod = kmod if which == "shipped" else knext
-    for hv, row in mod._TUNED_T4.items():
-        for b, name in row.items():
-            assert is_candidate(name), f"{which} _TUNED_T4[{hv}][{b}] = {name!r} is not a candidate"
+    for var in ("_TUNED_T4", "_TUNED_T4_H100"):
+        for hv, row in getattr(mod, var).items():
+            for b, name in row.items():
+                assert is_candidate(name), f"{which} {var}[{hv}][{b}] = {name!r} is not a candidate"
+
+
+@pytest.mark.parametrize("which", ["shipped", "next"])
+def test_launch_table_follows_the_card_and_the_override(
+    which: str, kmod, knext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # H100-class cards take the table chosen on an H100 (session 30: the two cards disagree at
+    # HV=48 B >= 128 and HV=64 B = 32); the H200, unmeasured cards and CPU runs the H200's
+    mod = kmod if which == "shipped" else knext
+    monkeypatch.delenv("GDN_UCACHE_TABLE", raising=False)
+    for k in mod._KNOB_ENV:
+        monkeypatch.delenv(k, raising=False)
+    assert mod._TUNED_T4_H100 != mod._TUNED_T4, "the two tables differ (else drop one)"
+    names = {0: "NVIDIA H100 80GB HBM3", 1: "NVIDIA H200", 2: "NVIDIA H800", 3: "NVIDIA B200"}
+    monkeypatch.setattr(mod, "_NAMES", dict(names))
+    cuda = [torch.device("cuda", i) for i in range(4)]  # names come from the cache: no GPU needed
+    assert mod._launch_table(cuda[0]) is mod._TUNED_T4_H100
+    assert mod._launch_table(cuda[2]) is mod._TUNED_T4_H100
+    assert mod._launch_table(cuda[1]) is mod._TUNED_T4
+    assert mod._launch_table(cuda[3]) is mod._TUNED_T4  # never measured: the issue's card
+    assert mod._launch_table(torch.device("cpu")) is mod._TUNED_T4
+    assert mod._launch_table(None) is mod._TUNED_T4
+    h100_entry = mod._config_knobs(mod._TUNED_T4_H100[64][32])
+    assert mod._tuned(32, 64, 4, cuda[0]) == h100_entry
+    assert mod._tuned(32, 64, 4, cuda[1]) == mod._config_knobs(mod._TUNED_T4[64][32])
+    assert mod.launch_config(32, 64, 4, cuda[0])["late"] == h100_entry["late"]
+    monkeypatch.setenv("GDN_UCACHE_TABLE", "h200")  # time one card's table on the other
+    assert mod._launch_table(cuda[0]) is mod._TUNED_T4
+    monkeypatch.setenv("GDN_UCACHE_TABLE", " H100 ")
+    assert mod._launch_table(cuda[1]) is mod._TUNED_T4_H100
+    monkeypatch.setenv("GDN_UCACHE_TABLE", "b200")
+    with pytest.raises(ValueError, match="GDN_UCACHE_TABLE='b200': expected one of h200, h100"):
+        mod._launch_table(cuda[1])
 
 
 def test_choose_takes_the_smallest_mean_ratio_over_flush_levels() -> None:
@@ -430,6 +464,26 @@ def test_propose_command_writes_the_kernel_file_that_ships(tmp_path: Path) -> No
     expected = {h: dict(row) for h, row in table.items()}
     expected[hv][key] = table[hv][key] + "+xpf8"
     assert _load(dest, "gdnu_cli_proposed")._TUNED_T4 == expected
+    # an H100 sweep: its `base` was the H100 table, and only that block is rewritten
+    h100_table = {hv: {1: "bv128", 8: "bv128+late3+mbp5", 128: "bv128+late10+mbp0"} for hv in (32,)}
+    write_table(kernel, h100_table, kernel, "_TUNED_T4_H100")
+    dest_h100 = tmp_path / "proposed-h100.py"
+    proc = subprocess.run(
+        [*cmd, "--table", "h100", "--write", str(dest_h100)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proposed = _load(dest_h100, "gdnu_cli_proposed_h100")
+    assert proposed._TUNED_T4 == table
+    assert proposed._TUNED_T4_H100 == {hv: {**h100_table[hv], key: "bv128+late10+mbp0+xpf8"}}
+    old_kernel = tmp_path / "one-table.py"  # a kernel from before the H100 table (v12d)
+    old_kernel.write_text(kernel.read_text().replace("_TUNED_T4_H100", "_OTHER"))
+    cmd_old = [*cmd[:-1], str(old_kernel), "--table", "h100"]
+    proc = subprocess.run(cmd_old, cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "has no _TUNED_T4_H100: pass --table h200" in proc.stderr
 
 
 def test_propose_chooses_only_candidates_that_passed_on_the_gpu(tmp_path: Path) -> None:

@@ -631,3 +631,22 @@ def test_k26_without_sweep_probes_and_times_rows_only(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == [
         "kernel", "kernel-k26-probe.tar.gz", "kernel-k26.tar.gz",
     ]  # fmt: skip
+
+
+def test_k30_times_both_launch_tables_then_checks_the_cards_table(tmp_path: Path) -> None:
+    """k30: the shipped file against a copy held to the H200's table, in two processes, then
+    #3's suite on the shipped file; one archive."""
+    calls, out = run_mode(tmp_path, "k30")
+    sweeps = [ln for ln in calls.splitlines() if "bench/knockout.py" in ln]
+    assert len(sweeps) == 2
+    for ln in sweeps:
+        assert "--batch 256 128 32 8 " in ln and "--variants ours:base h200t:base |" in ln
+        copy = ln.split("h200t=")[1].split()[0]
+        assert "--modules ours=kernels/gdn_ucache_flush.py h200t=" in ln
+    assert copy.endswith("/one-table-k30.py")
+    with tarfile.open(out / "kernel-k30.tar.gz") as tar:
+        text = tar.extractfile("kernel/one-table-k30.py").read().decode()
+    assert "\n_H100_CLASS = ()\n" in text and "_TUNED_T4_H100" in text
+    suites = [ln for ln in calls.splitlines() if "run_gpu_suite.py" in ln]
+    assert len(suites) == 1 and "GDN_UCACHE_OURS_MODULE=kernels/gdn_ucache_flush.py" in suites[0]
+    assert sorted(p.name for p in out.iterdir()) == ["kernel", "kernel-k30.tar.gz"]
