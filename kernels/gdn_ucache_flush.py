@@ -1,4 +1,4 @@
-"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v12d).
+"""Fused GDN ReplaySSM "ucache" verify + flush kernel (CuTe-DSL), a drop-in for flashinfer's (v12e).
 
 gdn-ucache's own implementation of the ``gated_delta_rule_mtp_ucache_flush`` contract
 (``/work/shared/research/kernel-spec.md`` section 1) for nvidia-cutlass-dsl 4.8.0. vLLM loads this
@@ -117,9 +117,11 @@ v12b 0.891; 81 / 90 points at or below flashinfer, the losses verify-only and wi
 (session 25) is v12c's table re-chosen on an H200 by the same rule: late13 + t1early + t1l2 +
 wvearly + ostage at HV=48 B >= 128 and HV=64 B = 32, late13 + t1early + t1l2 + wvearly at HV=32
 B = 8 (results/kernel/v12d-k6: 70 / 90 points at or below flashinfer on the H200, median of three
-processes; every loss is verify-only at B >= 32, or 20 % flush at B = 32, within 8.6 %). The
-other late modes (4-9, 11, 12) were measured experiments; they live in git history before the
-cleanup that removed them (kernels/NOTES.md).
+processes; every loss is verify-only at B >= 32, or 20 % flush at B = 32, within 8.6 %). v12e
+(session 30) keeps v12d's device code and table for the H200 and gives H100 / H800 cards v12c's
+table back (_launch_table; results/kernel/table-h100: on one H100 it wins at all four entries
+where the two differ, by 2.1 %). The other late modes (4-9, 11, 12) were measured experiments;
+they live in git history before the cleanup that removed them (kernels/NOTES.md).
 """
 
 import contextlib
