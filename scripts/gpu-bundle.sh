@@ -34,10 +34,10 @@ rm -rf "$pack/nvidia_cutlass_dsl/cu13/lib/stubs" "$pack/nvidia_cutlass_dsl/cu13/
   "$pack/nvidia_cutlass_dsl/dsl_packages/iket"
 rm -rf "$out/cutlass"; mkdir -p "$out/cutlass"
 echo "packing CuTe-DSL with xz (several minutes)"
-# 30 MiB parts: the first travels alone beside the work tree (~29 MB by session 24, most of it
-# committed results), the rest with the second call; 40 MiB (session 22) and then 36 MiB
-# (session 24: tree + part-00 = 67.2 MB) left too little room
-tar -C "$pack" --sort=name -cf - . | xz --lzma2=preset=9e,dict=192MiB -T1 | split -b 30M -d -a 2 - "$out/cutlass/part-"
+# 20 MiB parts: each of the first two travels alone beside the work tree (~33 MB by session 30,
+# most of it committed results), the last with the bundle's other files; 40 MiB (session 22),
+# 36 MiB (session 24: tree + part-00 = 67.2 MB) and 30 MiB (session 30: ~65 MiB) left too little
+tar -C "$pack" --sort=name -cf - . | xz --lzma2=preset=9e,dict=192MiB -T1 | split -b 20M -d -a 2 - "$out/cutlass/part-"
 { echo "specs:"; printf '%s\n' "${cutlass_specs[@]}" "drop=stubs static-runtime iket"; echo "parts:"
   (cd "$out/cutlass" && sha256sum part-*); } > "$out/cutlass/MANIFEST"
 fi_dir=$out/fi/flashinfer/gdn_kernels

@@ -1,7 +1,8 @@
-"""The light carry fits the device tool's 64 MiB transfer. The first device call of a session
-sends the work tree (tracked and untracked-not-ignored files) plus CuTe-DSL's part-00
-(scripts/gpu-bundle.sh); sessions 22 and 24 found that limit only at that call, after committed
-results had grown the tree. Here CI finds it first, and says what to change."""
+"""The light carry fits the device tool's 64 MiB transfer. Every device call of a session sends
+the work tree (tracked and untracked-not-ignored files); the first ones each add one part of
+CuTe-DSL (scripts/gpu-bundle.sh), no part larger than `split -b`. Sessions 22, 24 and 30 found
+that limit only at a call, after committed results had grown the tree. Here CI finds it first,
+and says what to change."""
 
 from __future__ import annotations
 
