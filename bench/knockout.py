@@ -549,6 +549,27 @@ def write_table(
     dest.write_text(text[: starts[0]] + table_source(table, var) + text[end + 3 :])
 
 
+def card_table(device: str) -> str:
+    """The kernel's table for a card name (its _launch_table's rule): h100 for H100 / H800."""
+    return "h100" if any(part in device for part in ("H100", "H800")) else "h200"
+
+
+def sweep_table(metas: list[dict[str, Any]], forced: str | None) -> str:
+    """The launch table the sweeps' `base` ran with: from the cards they recorded (knockout's
+    JSON since session 30), checked against `forced` (propose --table); h200 where none was
+    recorded. Sweeps from cards of two classes, or a --table that contradicts the card, are
+    refused: their `base` columns are different tables."""
+    found = {card_table(m["device"]) for m in metas if m.get("device")}
+    if len(found) > 1:
+        raise SystemExit("propose: the sweeps ran on cards with different launch tables")
+    if forced is not None and found and forced not in found:
+        raise SystemExit(
+            f"propose: --table {forced}, but the sweeps ran on a card whose table is "
+            f"{found.pop()} (drop --table, or pass sweeps from that card)"
+        )
+    return forced or (found.pop() if found else "h200")
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "propose":
         # a new _TUNED_T4 from candidate sweeps (the kernel file's table resolves `base+X`)
@@ -559,9 +580,9 @@ def main() -> int:
         pp.add_argument(
             "--table",
             choices=sorted(TABLE_VARS),
-            default="h200",
-            help="the kernel's launch table the sweeps' `base` was (the card they ran on: "
-            "h100 for H100 / H800, else h200); the one --write replaces",
+            help="the kernel's launch table the sweeps' `base` was, and the one --write replaces "
+            "(default: from the card the sweeps recorded, h100 for H100 / H800, else h200; "
+            "h200 for sweeps that recorded none)",
         )
         pp.add_argument("--module", default="ours")
         pp.add_argument(
@@ -579,11 +600,12 @@ def main() -> int:
         spec = importlib.util.spec_from_file_location("gdnu_propose", pa.kernel)
         kmod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(kmod)
-        rows = [r for p in pa.sweeps for r in json.loads(p.read_text())["rows"]]
+        sweeps = [json.loads(p.read_text()) for p in pa.sweeps]
+        rows = [r for sw in sweeps for r in sw["rows"]]
         passed = passed_candidates(pa.conformance) if pa.conformance else None
         if passed is not None:
             print(f"# {len(passed)} candidates passed in every arm of {len(pa.conformance)} logs")
-        var = TABLE_VARS[pa.table]
+        var = TABLE_VARS[sweep_table([sw.get("meta", {}) for sw in sweeps], pa.table)]
         if not hasattr(kmod, var):
             raise SystemExit(f"{pa.kernel} has no {var}: pass --table h200 (its _TUNED_T4)")
         table, lines = propose(rows, getattr(kmod, var), pa.module, passed)

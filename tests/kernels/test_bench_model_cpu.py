@@ -552,3 +552,29 @@ def test_propose_resolves_base_plus_knob_into_the_table() -> None:
     assert len(lines) == 2 and lines[0].startswith("HV=32 B>=8: bv128+late3+mbp5 ->")
     assert table[32][128] == x13, "the input table is not modified"
     # a knock-out (nosplit: less precise) is never chosen however fast: not a candidate
+
+
+def test_propose_takes_the_table_of_the_card_the_sweeps_ran_on(
+    knext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an H100 sweep's `base` column is the H100 table: proposing from it into the H200 table
+    # would silently mix the cards, so the recorded card decides and a contradiction stops
+    from bench.knockout import card_table, sweep_table
+
+    h100, h200 = {"device": "NVIDIA H100 80GB HBM3"}, {"device": "NVIDIA H200"}
+    assert sweep_table([h100, h100], None) == "h100"
+    assert sweep_table([h200], None) == "h200"
+    assert sweep_table([{}, {"warm": False}], None) == "h200"  # sweeps before session 30
+    assert sweep_table([{}], "h100") == "h100"
+    assert sweep_table([h100], "h100") == "h100"
+    with pytest.raises(SystemExit, match="--table h200, but .* whose table is h100"):
+        sweep_table([h100], "h200")
+    with pytest.raises(SystemExit, match="cards with different launch tables"):
+        sweep_table([h100, h200], None)
+    names = ["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H800", "NVIDIA H200"]
+    names += ["NVIDIA GH200 480GB", "NVIDIA B200", "NVIDIA H20"]
+    monkeypatch.delenv("GDN_UCACHE_TABLE", raising=False)
+    monkeypatch.setattr(knext, "_NAMES", dict(enumerate(names)))
+    for i, name in enumerate(names):  # knockout's rule is the kernel's
+        is_h100 = knext._launch_table(torch.device("cuda", i)) is knext._TUNED_T4_H100
+        assert is_h100 == (card_table(name) == "h100"), name
