@@ -33,6 +33,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -549,16 +550,13 @@ def write_table(
     dest.write_text(text[: starts[0]] + table_source(table, var) + text[end + 3 :])
 
 
-def card_table(device: str) -> str:
-    """The kernel's table for a card name (its _launch_table's rule): h100 for H100 / H800."""
-    return "h100" if any(part in device for part in ("H100", "H800")) else "h200"
-
-
-def sweep_table(metas: list[dict[str, Any]], forced: str | None) -> str:
+def sweep_table(
+    metas: list[dict[str, Any]], forced: str | None, card_table: Callable[[str], str]
+) -> str:
     """The launch table the sweeps' `base` ran with: from the cards they recorded (knockout's
-    JSON since session 30), checked against `forced` (propose --table); h200 where none was
-    recorded. Sweeps from cards of two classes, or a --table that contradicts the card, are
-    refused: their `base` columns are different tables."""
+    JSON since session 30) by the kernel's `card_table` rule, checked against `forced` (propose
+    --table); h200 where none was recorded. Sweeps from cards of two classes, or a --table that
+    contradicts the card, are refused: their `base` columns are different tables."""
     found = {card_table(m["device"]) for m in metas if m.get("device")}
     if len(found) > 1:
         raise SystemExit("propose: the sweeps ran on cards with different launch tables")
@@ -605,7 +603,10 @@ def main() -> int:
         passed = passed_candidates(pa.conformance) if pa.conformance else None
         if passed is not None:
             print(f"# {len(passed)} candidates passed in every arm of {len(pa.conformance)} logs")
-        var = TABLE_VARS[sweep_table([sw.get("meta", {}) for sw in sweeps], pa.table)]
+        # kernels from before the H100 table (v12d) have one table: every card is h200's
+        card_table = getattr(kmod, "_card_table", lambda name: "h200")
+        metas = [sw.get("meta", {}) for sw in sweeps]
+        var = TABLE_VARS[sweep_table(metas, pa.table, card_table)]
         if not hasattr(kmod, var):
             raise SystemExit(f"{pa.kernel} has no {var}: pass --table h200 (its _TUNED_T4)")
         table, lines = propose(rows, getattr(kmod, var), pa.module, passed)

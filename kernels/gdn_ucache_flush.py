@@ -3448,29 +3448,28 @@ SUPPORTED_T: tuple[int, ...] = tuple(range(T_MIN, T_MAX + 1))
 _BV_CHOICES = (16, 32, 64, 128)
 
 
-_SMS: dict[int, int] = {}
+_PROPS: dict[int, Any] = {}
+
+
+def _cuda_props(device: torch.device) -> Any:
+    """torch.cuda.get_device_properties of a CUDA device (cached per index); None off CUDA."""
+    if device.type != "cuda":
+        return None
+    key = device.index if device.index is not None else torch.cuda.current_device()
+    if key not in _PROPS:
+        _PROPS[key] = torch.cuda.get_device_properties(key)
+    return _PROPS[key]
 
 
 def _num_sms(device: torch.device) -> int:
-    if device.type != "cuda":
-        return 132
-    key = device.index if device.index is not None else torch.cuda.current_device()
-    if key not in _SMS:
-        _SMS[key] = torch.cuda.get_device_properties(key).multi_processor_count
-    return _SMS[key]
-
-
-_NAMES: dict[int, str] = {}
+    props = _cuda_props(device)
+    return 132 if props is None else props.multi_processor_count
 
 
 def _device_name(device: torch.device) -> str:
     """The card's name ("NVIDIA H100 80GB HBM3"); "" for a non-CUDA device."""
-    if device.type != "cuda":
-        return ""
-    key = device.index if device.index is not None else torch.cuda.current_device()
-    if key not in _NAMES:
-        _NAMES[key] = torch.cuda.get_device_name(key)
-    return _NAMES[key]
+    props = _cuda_props(device)
+    return "" if props is None else props.name
 
 
 def _pick_bv(batch: int, hv: int, device: torch.device) -> int:
@@ -3610,8 +3609,13 @@ def _launch_table(device: torch.device | None) -> dict[int, dict[int, str]]:
             )
         return globals()[_TABLE_NAMES[forced]]
     name = _device_name(device) if device is not None else ""
-    h100 = any(part in name for part in _H100_CLASS)
-    return globals()[_TABLE_NAMES["h100" if h100 else "h200"]]
+    return globals()[_TABLE_NAMES[_card_table(name)]]
+
+
+def _card_table(name: str) -> str:
+    """The GDN_UCACHE_TABLE key of a card name: h100 for H100-class names, else h200 (also
+    bench/knockout.py's rule for the card a sweep recorded)."""
+    return "h100" if any(part in name for part in _H100_CLASS) else "h200"
 
 
 def _tuned(batch: int, hv: int, T: int, device: torch.device | None = None) -> dict[str, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -54,6 +55,11 @@ def _load(path: Path, name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _fake_props(names: dict[int, str]) -> dict[int, SimpleNamespace]:
+    """A kernel module's per-device properties cache for cards that are not here."""
+    return {i: SimpleNamespace(name=n, multi_processor_count=132) for i, n in names.items()}
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +210,7 @@ def test_launch_table_follows_the_card_and_the_override(
         monkeypatch.delenv(k, raising=False)
     assert mod._TUNED_T4_H100 != mod._TUNED_T4, "the two tables differ (else drop one)"
     names = {0: "NVIDIA H100 80GB HBM3", 1: "NVIDIA H200", 2: "NVIDIA H800", 3: "NVIDIA B200"}
-    monkeypatch.setattr(mod, "_NAMES", dict(names))
+    monkeypatch.setattr(mod, "_PROPS", _fake_props(names))
     cuda = [torch.device("cuda", i) for i in range(4)]  # names come from the cache: no GPU needed
     assert mod._launch_table(cuda[0]) is mod._TUNED_T4_H100
     assert mod._launch_table(cuda[2]) is mod._TUNED_T4_H100
@@ -559,22 +565,23 @@ def test_propose_takes_the_table_of_the_card_the_sweeps_ran_on(
 ) -> None:
     # an H100 sweep's `base` column is the H100 table: proposing from it into the H200 table
     # would silently mix the cards, so the recorded card decides and a contradiction stops
-    from bench.knockout import card_table, sweep_table
+    from bench.knockout import sweep_table
 
+    card_table = knext._card_table  # the rule propose takes from the kernel file
     h100, h200 = {"device": "NVIDIA H100 80GB HBM3"}, {"device": "NVIDIA H200"}
-    assert sweep_table([h100, h100], None) == "h100"
-    assert sweep_table([h200], None) == "h200"
-    assert sweep_table([{}, {"warm": False}], None) == "h200"  # sweeps before session 30
-    assert sweep_table([{}], "h100") == "h100"
-    assert sweep_table([h100], "h100") == "h100"
+    assert sweep_table([h100, h100], None, card_table) == "h100"
+    assert sweep_table([h200], None, card_table) == "h200"
+    assert sweep_table([{}, {"warm": False}], None, card_table) == "h200"  # before session 30
+    assert sweep_table([{}], "h100", card_table) == "h100"
+    assert sweep_table([h100], "h100", card_table) == "h100"
     with pytest.raises(SystemExit, match="--table h200, but .* whose table is h100"):
-        sweep_table([h100], "h200")
+        sweep_table([h100], "h200", card_table)
     with pytest.raises(SystemExit, match="cards with different launch tables"):
-        sweep_table([h100, h200], None)
+        sweep_table([h100, h200], None, card_table)
     names = ["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H800", "NVIDIA H200"]
     names += ["NVIDIA GH200 480GB", "NVIDIA B200", "NVIDIA H20"]
     monkeypatch.delenv("GDN_UCACHE_TABLE", raising=False)
-    monkeypatch.setattr(knext, "_NAMES", dict(enumerate(names)))
-    for i, name in enumerate(names):  # knockout's rule is the kernel's
+    monkeypatch.setattr(knext, "_PROPS", _fake_props(dict(enumerate(names))))
+    for i, name in enumerate(names):  # the rule propose uses is the one the launch path uses
         is_h100 = knext._launch_table(torch.device("cuda", i)) is knext._TUNED_T4_H100
         assert is_h100 == (card_table(name) == "h100"), name
